@@ -1,0 +1,137 @@
+"""RobotSpec: the one place where joint order, default pose, gains and limits live.
+
+Everything is read from the compiled MJCF (the same file both simulators load), plus the few
+robot facts MJCF has no field for (velocity limits, stored in the MJCF's ``<custom>`` block) and
+the task-level choices of the robot's constants module (key bodies, action-scale recipe).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import mujoco
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ContactPoint:
+    """A foot contact sphere: ``pos`` (m) is in the ``body`` frame; ``radius`` in m."""
+
+    body: str
+    pos: tuple[float, float, float]
+    radius: float
+
+
+@dataclass(frozen=True)
+class KeyPoint:
+    """A tracked point: ``offset`` (m) in the ``body`` frame (zero for the body origin)."""
+
+    name: str
+    body: str
+    offset: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True, eq=False)
+class RobotSpec:
+    """Frozen description of a robot; arrays are float64 in ``joint_names`` order.
+
+    Units: rad, rad/s, N m, N m/rad, N m s/rad, kg m^2, kg. ``mjcf_path`` is the robot file;
+    ``scene_path`` adds the floor and lights. ``model_hash`` is the sha256 of the robot file.
+    """
+
+    name: str
+    mjcf_path: Path
+    scene_path: Path
+    model_hash: str
+    joint_names: tuple[str, ...]
+    body_names: tuple[str, ...]
+    default_root_pos: np.ndarray
+    default_joint_pos: np.ndarray
+    joint_range: np.ndarray
+    kp: np.ndarray
+    kd: np.ndarray
+    effort_limit: np.ndarray
+    velocity_limit: np.ndarray
+    armature: np.ndarray
+    action_scale: np.ndarray
+    foot_bodies: tuple[str, ...]
+    foot_contact_points: tuple[ContactPoint, ...]
+    key_bodies: tuple[KeyPoint, ...]
+    total_mass: float
+    extras: dict = field(default_factory=dict)
+
+    @property
+    def num_joints(self) -> int:
+        return len(self.joint_names)
+
+    def load_model(self, scene: bool = True) -> mujoco.MjModel:
+        """Compile the MJCF (with floor and lights when ``scene``) into a fresh ``MjModel``."""
+        return mujoco.MjModel.from_xml_path(str(self.scene_path if scene else self.mjcf_path))
+
+    def identity(self) -> dict:
+        """What a checkpoint or ONNX records to name this robot: name and model hash."""
+        return {"name": self.name, "model_hash": self.model_hash}
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def spec_from_mjcf(
+    name: str,
+    mjcf_path: Path,
+    scene_path: Path,
+    foot_bodies: tuple[str, ...],
+    key_bodies: tuple[KeyPoint, ...],
+    action_scale_fraction: float,
+) -> RobotSpec:
+    """Build a RobotSpec from a robot MJCF with one position actuator per hinge.
+
+    Foot contact spheres are the geoms of class ``foot_contact`` (named ``*_foot_contact_*``);
+    action scale = ``action_scale_fraction * effort_limit / kp`` (the deployed trackers' recipe).
+    """
+    m = mujoco.MjModel.from_xml_path(str(mjcf_path))
+    hinge_ids = [j for j in range(m.njnt) if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE]
+    joint_names = tuple(m.joint(j).name for j in hinge_ids)
+    act_joint = [m.joint(int(m.actuator_trnid[a, 0])).name for a in range(m.nu)]
+    if act_joint != list(joint_names):
+        raise ValueError(f"{mjcf_path}: actuators must drive the hinges in MJCF order, got {act_joint}")
+    key = m.key("home")
+    dof = m.jnt_dofadr[hinge_ids]
+    kp = m.actuator_gainprm[:, 0].copy()
+    kd = -m.actuator_biasprm[:, 2].copy()
+    effort = m.actuator_forcerange[:, 1].copy()
+    vel_id = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_NUMERIC, "velocity_limit")
+    adr, n = m.numeric_adr[vel_id], m.numeric_size[vel_id]
+    contacts = []
+    for g in range(m.ngeom):
+        gname = m.geom(g).name
+        if "foot_contact" in gname:
+            contacts.append(
+                ContactPoint(
+                    m.body(int(m.geom_bodyid[g])).name, tuple(m.geom_pos[g].tolist()), float(m.geom_size[g, 0])
+                )
+            )
+    return RobotSpec(
+        name=name,
+        mjcf_path=Path(mjcf_path),
+        scene_path=Path(scene_path),
+        model_hash=file_sha256(mjcf_path),
+        joint_names=joint_names,
+        body_names=tuple(m.body(b).name for b in range(1, m.nbody)),
+        default_root_pos=key.qpos[:3].copy(),
+        default_joint_pos=key.qpos[7:].copy(),
+        joint_range=m.jnt_range[hinge_ids].copy(),
+        kp=kp,
+        kd=kd,
+        effort_limit=effort,
+        velocity_limit=m.numeric_data[adr : adr + n].copy(),
+        armature=m.dof_armature[dof].copy(),
+        action_scale=action_scale_fraction * effort / kp,
+        foot_bodies=foot_bodies,
+        foot_contact_points=tuple(contacts),
+        key_bodies=key_bodies,
+        total_mass=float(m.body_mass.sum()),
+    )
