@@ -61,9 +61,10 @@ def _body_xml(facts: dict, body: dict, depth: int) -> list[str]:
             lines.append(f'{pad}  <freejoint name="{j["name"]}"/>')
         else:
             a = act[j["name"]]
+            effort = a["effort_limit"]
             lines.append(
                 f'{pad}  <joint name="{j["name"]}" pos="{_f(j["pos"])}" axis="{_f(j["axis"])}" '
-                f'range="{_f(j["range"])}" armature="{a["armature"]!r}" actuatorfrcrange="{-a["effort_limit"]!r} {a["effort_limit"]!r}"/>'
+                f'range="{_f(j["range"])}" armature="{a["armature"]!r}" actuatorfrcrange="{-effort!r} {effort!r}"/>'
             )
     for g in facts["collision_geoms"]:
         if g["body"] != body["name"]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import cache, lru_cache
+from functools import cache
 
 from bcg_deploy.robots.spec import ContactPoint as ContactPoint
 from bcg_deploy.robots.spec import KeyPoint as KeyPoint
