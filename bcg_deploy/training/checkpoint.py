@@ -1,0 +1,327 @@
+"""The ``run.pt`` checkpoint: schema, atomic save, safe validated load.
+
+API summary:
+
+- ``build_checkpoint(*, robot, motion, observation, config, actor, obs_normalizer, critics=(),
+  target_critics=(), discriminator=None, add_normalizer=None, optimizers=None, iteration=0, rng=None,
+  metrics=None) -> dict``: the payload below from live objects (modules or state dicts; a ``Motion``;
+  an ``ObservationModule`` or its ``spec()``; a config dataclass or dict). Everything is converted to
+  plain values + tensors (loadable with ``weights_only=True``).
+- ``save_checkpoint(path, payload)``: atomic (tmp file in the same folder + ``os.replace``). Refuses
+  (``NonFiniteCheckpointError``, a ``BcgdError``) a payload whose actor or observation-normaliser
+  tensors are not all finite, so a diverged model never replaces a good file.
+- ``load_checkpoint(path, robot=None, required=REQUIRED_KEYS) -> dict``: ``torch.load(weights_only=True,
+  map_location="cpu")`` (a pickle that would run code is refused), then checks format tag, version,
+  required keys, motion arrays and, when ``robot`` is given, its identity. Every failure is a one-line
+  ``BcgdError`` (missing file, truncated/corrupt file, unsafe pickle, missing key, other robot).
+  The exporter passes ``required=EXPORT_KEYS``.
+- ``capture_rng(warp_seed=None) -> dict`` / ``restore_rng(state)``: torch, numpy, python RNG states.
+- ``motion_from_checkpoint(ckpt) -> Motion``: the clip back as a ``Motion`` (float64 numpy).
+
+Schema (``format_version`` 1; tensors are CPU tensors, everything else plain Python):
+
+    format           "bcg-deploy/run"
+    format_version   1
+    robot            {"name": str, "model_hash": sha256 of the robot MJCF}
+    motion           Motion.identity(): {"name", "kind", "file", "sha256", "start_s", ...} + "fps", "num_frames"
+    motion_arrays    {root_pos [T,3], root_quat [T,4] wxyz, joint_pos [T,29], joint_vel [T,29],
+                      root_lin_vel [T,3] world, root_ang_vel [T,3] world, body_pos_w [T,30,3],
+                      body_quat_w [T,30,4] wxyz, body_lin_vel_w [T,30,3], body_ang_vel_w [T,30,3]}
+                     float64 tensors, plus "fps" (float)
+    observation      ObservationModule.spec(): [{name, size, offset, noise, units, frame, future_steps,
+                      description}, ...]
+    config           the training config as plain values (sim: physics_dt, substeps, control_dt, kappa;
+                      bundling; network sizes; domain randomisation ranges; push schedule; ...)
+    actor            Actor state_dict (sizes are read back from the weight shapes)
+    obs_normalizer   RunningNormalizer state_dict (mean, var, count, eps, clip; float64)
+    critics          [Critic state_dict, ...] (ensemble)
+    target_critics   [Critic state_dict, ...]
+    discriminator    state_dict or {}
+    add_normalizer   state_dict or {}
+    optimizers       {name: optimizer state_dict}
+    iteration        int (completed training iterations)
+    rng              capture_rng(): {"torch": ByteTensor, "numpy": {...}, "python": [...], "warp_seed": int|None}
+    metrics          {name: float | list} (last logged values)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import os
+import pickle
+import random
+import zipfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from bcg_deploy.errors import BcgdError
+from bcg_deploy.motions.motion import Motion
+from bcg_deploy.robots import RobotSpec
+
+FORMAT = "bcg-deploy/run"
+FORMAT_VERSION = 1
+MOTION_ARRAYS = (
+    "root_pos",
+    "root_quat",
+    "joint_pos",
+    "joint_vel",
+    "root_lin_vel",
+    "root_ang_vel",
+    "body_pos_w",
+    "body_quat_w",
+    "body_lin_vel_w",
+    "body_ang_vel_w",
+)
+EXPORT_KEYS = (
+    "format",
+    "format_version",
+    "robot",
+    "motion",
+    "motion_arrays",
+    "observation",
+    "config",
+    "actor",
+    "obs_normalizer",
+    "iteration",
+)
+REQUIRED_KEYS = EXPORT_KEYS + (
+    "critics",
+    "target_critics",
+    "discriminator",
+    "add_normalizer",
+    "optimizers",
+    "rng",
+    "metrics",
+)
+
+
+class NonFiniteCheckpointError(BcgdError):
+    """The actor or normaliser holds NaN/Inf: the checkpoint is not written."""
+
+
+# ----------------------------------------------------------------------------- plain values
+
+
+def plain(obj: Any) -> Any:
+    """Convert configs / numpy / paths into plain Python + CPU tensors (weights_only-loadable)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu().clone()
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, Mapping):
+        return {str(k): plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return torch.from_numpy(np.ascontiguousarray(obj))
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, enum.Enum):
+        return plain(obj.value)
+    if isinstance(obj, Path):
+        return str(obj)
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    raise TypeError(f"cannot store {type(obj).__name__} in a checkpoint (plain values and tensors only)")
+
+
+def _state(x: Any) -> dict:
+    if x is None:
+        return {}
+    if isinstance(x, (nn.Module, torch.optim.Optimizer)):
+        x = x.state_dict()
+    return plain(x)
+
+
+# ----------------------------------------------------------------------------- rng
+
+
+def capture_rng(warp_seed: int | None = None) -> dict:
+    """Torch (CPU), numpy (legacy global) and python RNG states as plain values."""
+    kind, keys, pos, has_gauss, cached = np.random.get_state()  # noqa: NPY002 (the global legacy state is what we save)
+    py = random.getstate()
+    return {
+        "torch": torch.get_rng_state(),
+        "numpy": {
+            "kind": kind,
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached),
+        },
+        "python": [py[0], list(py[1]), py[2]],
+        "warp_seed": warp_seed,
+    }
+
+
+def restore_rng(state: Mapping[str, Any]) -> None:
+    """Inverse of ``capture_rng`` (the warp seed is for the caller to apply)."""
+    torch.set_rng_state(state["torch"])
+    n = state["numpy"]
+    np.random.set_state(  # noqa: NPY002
+        (n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"])
+    )
+    v, s, g = state["python"]
+    random.setstate((v, tuple(s), g))
+
+
+# ----------------------------------------------------------------------------- build / save
+
+
+def build_checkpoint(
+    *,
+    robot: RobotSpec,
+    motion: Motion,
+    observation: Any,
+    config: Any,
+    actor: nn.Module | Mapping,
+    obs_normalizer: nn.Module | Mapping,
+    critics: Iterable[nn.Module | Mapping] = (),
+    target_critics: Iterable[nn.Module | Mapping] = (),
+    discriminator: nn.Module | Mapping | None = None,
+    add_normalizer: nn.Module | Mapping | None = None,
+    optimizers: Mapping[str, torch.optim.Optimizer | Mapping] | None = None,
+    iteration: int = 0,
+    rng: Mapping | None = None,
+    metrics: Mapping | None = None,
+) -> dict:
+    """The ``run.pt`` payload (see the module docstring) from live training objects."""
+    spec = observation.spec() if hasattr(observation, "spec") else observation
+    arrays = {k: torch.as_tensor(np.asarray(getattr(motion, k), dtype=np.float64)) for k in MOTION_ARRAYS}
+    arrays["fps"] = float(motion.fps)
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "robot": dict(robot.identity()),
+        "motion": plain({**motion.identity(), "fps": float(motion.fps), "num_frames": motion.num_frames}),
+        "motion_arrays": arrays,
+        "observation": plain(spec),
+        "config": plain(config),
+        "actor": _state(actor),
+        "obs_normalizer": _state(obs_normalizer),
+        "critics": [_state(c) for c in critics],
+        "target_critics": [_state(c) for c in target_critics],
+        "discriminator": _state(discriminator),
+        "add_normalizer": _state(add_normalizer),
+        "optimizers": {k: _state(v) for k, v in (optimizers or {}).items()},
+        "iteration": int(iteration),
+        "rng": plain(rng if rng is not None else capture_rng()),
+        "metrics": plain(dict(metrics or {})),
+    }
+
+
+def _non_finite(sd: Mapping[str, Any]) -> list[str]:
+    return [k for k, v in sd.items() if isinstance(v, torch.Tensor) and v.is_floating_point() and
+            not bool(torch.isfinite(v).all())]  # fmt: skip
+
+
+def save_checkpoint(path: str | os.PathLike, payload: Mapping[str, Any]) -> Path:
+    """Write ``payload`` to ``path`` atomically; never replaces a file with a non-finite model."""
+    path = Path(path)
+    for key in ("actor", "obs_normalizer"):
+        bad = _non_finite(payload.get(key, {}))
+        if bad:
+            raise NonFiniteCheckpointError(f"not saving {path}: {key} has non-finite values in {', '.join(bad[:3])}")
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as fh:
+            torch.save(dict(payload), fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise BcgdError(f"cannot write checkpoint {path}: {exc.strerror or exc}") from None
+    return path
+
+
+# ----------------------------------------------------------------------------- load
+
+
+def load_checkpoint(
+    path: str | os.PathLike, robot: RobotSpec | None = None, required: Iterable[str] = REQUIRED_KEYS
+) -> dict:
+    """Load and validate a ``run.pt`` (see the module docstring); one-line ``BcgdError`` on failure."""
+    path = Path(path)
+    if not path.is_file():
+        raise BcgdError(f"checkpoint {path} not found" if not path.exists() else f"checkpoint {path} is not a file")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        if "weights only" in str(exc).lower() or "weights_only" in str(exc).lower():
+            raise BcgdError(
+                f"checkpoint {path} holds pickled objects that could run code; refused (loaded with weights_only=True)"
+            ) from None
+        raise BcgdError(f"checkpoint {path} is corrupt or not a torch file ({_first_line(exc)})") from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise BcgdError(f"checkpoint {path} is truncated or not a torch file ({_first_line(exc)})") from None
+    if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
+        got = ckpt.get("format") if isinstance(ckpt, dict) else type(ckpt).__name__
+        raise BcgdError(f"{path} is not a bcg-deploy run checkpoint (format {got!r}, expected {FORMAT!r})")
+    if ckpt.get("format_version") != FORMAT_VERSION:
+        raise BcgdError(
+            f"checkpoint {path} has format_version {ckpt.get('format_version')!r}; this bcgd reads {FORMAT_VERSION}"
+        )
+    for key in required:
+        if key not in ckpt:
+            raise BcgdError(f"checkpoint {path} lacks required key {key!r}")
+    _check_nested(path, ckpt)
+    if robot is not None:
+        want = robot.identity()
+        got = ckpt["robot"]
+        if got.get("name") != want["name"] or got.get("model_hash") != want["model_hash"]:
+            raise BcgdError(
+                f"checkpoint {path} is for robot {got.get('name')!r} (model {str(got.get('model_hash'))[:12]}), "
+                f"not {want['name']!r} (model {want['model_hash'][:12]})"
+            )
+    return ckpt
+
+
+def _check_nested(path: Path, ckpt: dict) -> None:
+    need = {
+        "robot": ("name", "model_hash"),
+        "motion_arrays": MOTION_ARRAYS + ("fps",),
+        "actor": ("mu.weight", "log_std"),
+        "obs_normalizer": ("mean", "var", "eps", "clip"),
+    }
+    for key, subkeys in need.items():
+        if key not in ckpt:
+            continue
+        value = ckpt[key]
+        if not isinstance(value, Mapping):
+            raise BcgdError(f"checkpoint {path}: {key} must be a dict, got {type(value).__name__}")
+        for sub in subkeys:
+            if sub not in value:
+                raise BcgdError(f"checkpoint {path} lacks required key {key}.{sub}")
+    if "observation" in ckpt and not isinstance(ckpt["observation"], list):
+        raise BcgdError(f"checkpoint {path}: observation must be a list of terms")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:160] if text else type(exc).__name__
+
+
+def motion_from_checkpoint(ckpt: Mapping[str, Any]) -> Motion:
+    """The reference clip stored in a checkpoint as a ``Motion`` (float64 numpy arrays)."""
+    arrays = ckpt["motion_arrays"]
+    ident = dict(ckpt["motion"])
+    name = str(ident.pop("name", "motion"))
+    for k in ("fps", "num_frames"):
+        ident.pop(k, None)
+    fps = float(arrays["fps"])
+    if not math.isfinite(fps) or fps <= 0:
+        raise BcgdError(f"checkpoint motion fps {fps!r} is not a positive number")
+    return Motion(
+        name=name,
+        source=ident,
+        fps=fps,
+        **{k: arrays[k].detach().cpu().numpy().astype(np.float64) for k in MOTION_ARRAYS},
+    )

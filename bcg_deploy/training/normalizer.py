@@ -1,0 +1,82 @@
+"""Running mean / std normaliser (SHAC / rsl_rl style) with float64 accumulators.
+
+API summary:
+
+- ``RunningNormalizer(size, eps=1e-5, clip=5.0)``: ``nn.Module``; buffers (all float64, all in the
+  ``state_dict``): ``mean`` [size], ``var`` [size] (population variance), ``count`` [], ``eps`` [],
+  ``clip`` [].
+- ``update(x)``: merge a batch ``x`` [..., size] into the statistics (Chan's parallel algorithm,
+  computed in float64, no gradient). Non-finite rows are skipped.
+- ``forward(x) -> clamp((x - mean) / sqrt(var + eps), -clip, clip)`` in ``x.dtype`` (gradient flows
+  to ``x``). ``denormalize(y)`` is the inverse without the clamp.
+- ``folded() -> {"mean", "std", "clip"}`` (float64 tensors, ``std = sqrt(var + eps)``): the affine map
+  the exporter bakes into the graph: ``clamp((x - mean) / std, -clip, clip)`` == ``forward(x)``.
+- ``RunningNormalizer.from_state_dict(sd)`` rebuilds one with the right size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from torch import nn
+
+
+class RunningNormalizer(nn.Module):
+    """Per-feature running mean / variance; see the module docstring."""
+
+    def __init__(self, size: int, eps: float = 1e-5, clip: float = 5.0) -> None:
+        super().__init__()
+        f64 = torch.float64
+        self.size = int(size)
+        self.register_buffer("mean", torch.zeros(self.size, dtype=f64))
+        self.register_buffer("var", torch.ones(self.size, dtype=f64))
+        self.register_buffer("count", torch.zeros((), dtype=f64))
+        self.register_buffer("eps", torch.tensor(float(eps), dtype=f64))
+        self.register_buffer("clip", torch.tensor(float(clip), dtype=f64))
+
+    def _apply(self, fn, recurse=True):  # keep the accumulators float64 under .to(dtype) / .float()
+        out = super()._apply(fn, recurse)
+        for name in ("mean", "var", "count", "eps", "clip"):
+            setattr(self, name, getattr(self, name).to(torch.float64))
+        return out
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor) -> None:
+        """Merge the rows of ``x`` [..., size] (non-finite rows skipped)."""
+        x = x.detach().reshape(-1, self.size).to(torch.float64)
+        x = x[torch.isfinite(x).all(dim=1)]
+        n = x.shape[0]
+        if n == 0:
+            return
+        b_mean = x.mean(0)
+        b_var = x.var(0, unbiased=False)
+        tot = self.count + n
+        delta = b_mean - self.mean
+        new_mean = self.mean + delta * (n / tot)
+        m2 = self.var * self.count + b_var * n + delta.square() * (self.count * n / tot)
+        self.mean.copy_(new_mean)
+        self.var.copy_(m2 / tot)
+        self.count.copy_(tot)
+
+    def std(self) -> torch.Tensor:
+        return torch.sqrt(self.var + self.eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mean = self.mean.to(x.dtype)
+        std = self.std().to(x.dtype)
+        c = float(self.clip)
+        return torch.clamp((x - mean) / std, -c, c)
+
+    def denormalize(self, y: torch.Tensor) -> torch.Tensor:
+        return y * self.std().to(y.dtype) + self.mean.to(y.dtype)
+
+    def folded(self) -> dict[str, torch.Tensor]:
+        """``{"mean", "std", "clip"}``: forward(x) == clamp((x - mean) / std, -clip, clip)."""
+        return {"mean": self.mean.clone(), "std": self.std(), "clip": self.clip.clone()}
+
+    @classmethod
+    def from_state_dict(cls, sd: Mapping[str, torch.Tensor]) -> RunningNormalizer:
+        norm = cls(int(sd["mean"].shape[0]))
+        norm.load_state_dict(dict(sd))
+        return norm

@@ -1,0 +1,256 @@
+"""The 849-dim policy/critic observation (METHOD.md section 6) as ONE torch module.
+
+API summary (for training / export):
+
+- ``ObservationModule(robot, motion_arrays, future_steps=(1, 2, 3), dtype=torch.float32)``: an
+  ``nn.Module`` holding the reference clip as buffers (``motion_arrays``: a ``Motion`` or a mapping
+  with at least ``root_pos``, ``root_quat``, ``body_pos_w``, ``body_quat_w``, and for
+  ``reference_frame`` also ``joint_pos``, ``joint_vel``, ``body_lin_vel_w``, ``body_ang_vel_w``;
+  numpy arrays or tensors, Motion layout).
+- ``forward(q, qd, time_step) -> obs [B, 849]``: ``q`` [B, 36], ``qd`` [B, 35] (MuJoCo layout: base
+  linear velocity world, base angular velocity BODY frame), ``time_step`` [B] or [B, 1] (int or float,
+  truncated to an integer) = index of the CURRENT reference frame t; the observation shows frames
+  t+1, t+2, t+3, each clamped to the last frame of the clip. Noise-free and deterministic (critic
+  input, ONNX export); the actor's training input is ``add_noise(obs)``.
+- ``add_noise(obs, generator=None)``: obs + U(-n, n) per entry (n = ``noise_vector``, per term).
+- ``robot_terms(q, qd)``: dict of the robot-only terms + ``poses`` (reusable, e.g. ADD features).
+- ``reference_frame(time_step)``: dict of the clip at the clamped frame t (``joint_pos``, ``joint_vel``,
+  ``body_pos_w``, ``body_quat_w`` w-first, ``body_lin_vel_w``, ``body_ang_vel_w``).
+- ``terms`` (tuple of ``ObsTerm``), ``spec()`` (JSON-able list: name, size, offset, noise, units, frame,
+  future_steps, description), ``obs_dim``, ``noise_vector`` (buffer [obs_dim]).
+- ``make_obs_terms(num_bodies, num_joints, num_key_points, future_steps)``: the declaration itself.
+- ``raw_input_noise(spec_or_terms)``: obs-term noise mapped onto the raw ONNX inputs (sim2sim).
+
+Frames (all robot-centred terms use the robot's HEADING frame H = yaw-only rotation of the root,
+whose x axis is the world-xy direction of the pelvis x axis; positions are relative to the robot root):
+
+| term | size | definition | noise U(-n, n) |
+|---|---|---|---|
+| root_height | 1 | root z, world, m | 0.01 m (decision: METHOD lists no level; a position, as key_pos) |
+| root_rot | 6 | 6D of H^T R_root | 0.05 rad |
+| root_lin_vel | 3 | H^T v_root(world), m/s | 0.5 m/s |
+| root_ang_vel | 3 | H^T R_root w_root(body), rad/s | 0.2 rad/s |
+| body_rot | 180 | 6D of H^T R_b, 30 bodies (body_names order) | 0.01 rad |
+| joint_vel | 29 | hinge rates, rad/s | 0.5 rad/s |
+| key_pos | 15 | H^T (p_k - p_root), 5 key points, m | 0.01 m |
+| ref_root_pos | 3x3 | H^T (p_ref_root(t+k) - p_root), m | 0.25 m |
+| ref_root_rot | 3x6 | 6D of H^T R_ref_root(t+k) | 0 |
+| ref_body_rot | 3x180 | 6D of H^T R_ref_b(t+k) | 0 |
+| ref_key_pos | 3x15 | H^T (p_ref_k(t+k) - p_ref_root(t+k)), m | 0 |
+
+The ref terms are term-major: [t+1 | t+2 | t+3] inside each term. 6D rotation = the first two
+columns of the rotation matrix, column 0 then column 1 (called "tangent-normal" in our docs; note
+MimicKit's tan_norm uses columns 0 and 2). Noise is additive on the observation entries, in the
+term's units (a 6D entry perturbed by n is a rotation error of about n rad). METHOD's list
+(0.05 rad, 0.5 m/s, 0.2 rad/s, 0.01 rad, 0.5 rad/s, 0.01 m, ref root position 0.25 m) maps in order
+onto root_rot, root_lin_vel, root_ang_vel, body_rot, joint_vel, key_pos, ref_root_pos; the reference
+rotation/key terms carry no sensor noise of their own (decision).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from bcg_deploy.robots import RobotSpec
+from bcg_deploy.training.kinematics import Kinematics, heading_rot, mat_to_6d, quat_to_mat
+
+FUTURE_STEPS = (1, 2, 3)
+
+
+@dataclass(frozen=True)
+class ObsTerm:
+    """One observation term: ``size`` entries (all frames), noise U(-noise, noise) in ``units``."""
+
+    name: str
+    size: int
+    noise: float
+    units: str
+    frame: str
+    description: str
+    future_steps: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["future_steps"] = list(self.future_steps)
+        return d
+
+
+def make_obs_terms(
+    num_bodies: int = 30, num_joints: int = 29, num_key_points: int = 5, future_steps: Sequence[int] = FUTURE_STEPS
+) -> tuple[ObsTerm, ...]:
+    """The observation declaration (order = layout); see the module docstring table."""
+    f = tuple(int(k) for k in future_steps)
+    n = len(f)
+    hb = "robot heading frame (yaw of root)"
+    return (
+        ObsTerm("root_height", 1, 0.01, "m", "world z", "root (pelvis) height"),
+        ObsTerm("root_rot", 6, 0.05, "rad", hb, "root rotation 6D (first two columns of H^T R_root)"),
+        ObsTerm("root_lin_vel", 3, 0.5, "m/s", hb, "root linear velocity"),
+        ObsTerm("root_ang_vel", 3, 0.2, "rad/s", hb, "root angular velocity"),
+        ObsTerm("body_rot", 6 * num_bodies, 0.01, "rad", hb, "body rotations 6D, body_names order"),
+        ObsTerm("joint_vel", num_joints, 0.5, "rad/s", "joint", "hinge rates, joint_names order"),
+        ObsTerm("key_pos", 3 * num_key_points, 0.01, "m", hb, "key points minus root position"),
+        ObsTerm("ref_root_pos", 3 * n, 0.25, "m", hb, "reference root minus robot root position", f),
+        ObsTerm("ref_root_rot", 6 * n, 0.0, "rad", hb, "reference root rotation 6D", f),
+        ObsTerm("ref_body_rot", 6 * num_bodies * n, 0.0, "rad", hb, "reference body rotations 6D", f),
+        ObsTerm("ref_key_pos", 3 * num_key_points * n, 0.0, "m", hb, "reference key points minus reference root", f),
+    )
+
+
+def _terms_from(spec_or_terms: Sequence[ObsTerm] | Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    return {(t.name if isinstance(t, ObsTerm) else t["name"]): float(t.noise if isinstance(t, ObsTerm) else t["noise"])
+            for t in spec_or_terms}  # fmt: skip
+
+
+def raw_input_noise(spec_or_terms: Sequence[ObsTerm] | Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Noise levels U(-n, n) on the raw inputs that correspond to the observation-term noise.
+
+    Returns ``{"base_pos": [nx, ny, nz] (m, world; xy from ref_root_pos, z from root_height),
+    "base_quat": n (rad; rotation-vector components U(-n, n) composed on the body side,
+    q_meas = q * exp(dtheta)), "base_lin_vel": n (m/s, world), "base_ang_vel": n (rad/s, body),
+    "joint_pos": n (rad; body_rot noise = joint-angle error), "joint_vel": n (rad/s)}``.
+    Scalars apply to every component.
+    """
+    n = _terms_from(spec_or_terms)
+    return {
+        "base_pos": [n["ref_root_pos"], n["ref_root_pos"], n["root_height"]],
+        "base_quat": n["root_rot"],
+        "base_lin_vel": n["root_lin_vel"],
+        "base_ang_vel": n["root_ang_vel"],
+        "joint_pos": n["body_rot"],
+        "joint_vel": n["joint_vel"],
+    }
+
+
+REQUIRED_ARRAYS = ("root_pos", "root_quat", "body_pos_w", "body_quat_w")
+FRAME_ARRAYS = ("joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w")
+
+
+def _get(arrays: Any, key: str) -> torch.Tensor | None:
+    v = arrays.get(key) if isinstance(arrays, Mapping) else getattr(arrays, key, None)
+    if v is None:
+        return None
+    return torch.as_tensor(np.asarray(v.detach().cpu() if isinstance(v, torch.Tensor) else v, dtype=np.float64))
+
+
+class ObservationModule(nn.Module):
+    """Raw state + baked reference clip -> observation; see the module docstring."""
+
+    def __init__(
+        self,
+        robot: RobotSpec,
+        motion_arrays: Any,
+        future_steps: Sequence[int] = FUTURE_STEPS,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
+        super().__init__()
+        self.kinematics = Kinematics(robot, torch.float64)
+        nb, nj, nk = self.kinematics.num_bodies, robot.num_joints, len(robot.key_bodies)
+        self.terms = make_obs_terms(nb, nj, nk, future_steps)
+        self.future_steps = tuple(int(k) for k in future_steps)
+        self.obs_dim = sum(t.size for t in self.terms)
+        arr = {k: _get(motion_arrays, k) for k in REQUIRED_ARRAYS + FRAME_ARRAYS}
+        missing = [k for k in REQUIRED_ARRAYS if arr[k] is None]
+        if missing:
+            raise ValueError(f"motion arrays lack {', '.join(missing)}")
+        root_pos, body_pos, body_quat = arr["root_pos"], arr["body_pos_w"], arr["body_quat_w"]
+        num_frames = int(root_pos.shape[0])
+        if body_pos.shape != (num_frames, nb, 3) or body_quat.shape != (num_frames, nb, 4):
+            raise ValueError(f"motion body arrays must be [T, {nb}, 3|4], got {tuple(body_pos.shape)}")
+        self.num_frames = num_frames
+        body_mat = quat_to_mat(body_quat / body_quat.norm(dim=-1, keepdim=True))
+        key_w = self.kinematics.key_points(body_pos, body_mat)
+        # Reference tables: world-frame quantities, rotated into the robot heading frame at run time.
+        self.register_buffer("ref_root_pos", root_pos)
+        self.register_buffer("ref_body_cols", body_mat[..., :, :2].contiguous())  # [T, NB, 3, 2]
+        self.register_buffer("ref_key_rel", key_w - root_pos[:, None])  # [T, K, 3]
+        for k in FRAME_ARRAYS:
+            if arr[k] is not None:
+                self.register_buffer(f"ref_{k}", arr[k])
+        self.register_buffer("_future", torch.as_tensor(self.future_steps, dtype=torch.long), persistent=False)
+        noise = torch.cat([torch.full((t.size,), t.noise, dtype=torch.float64) for t in self.terms])
+        self.register_buffer("noise_vector", noise)
+        self.to(dtype)
+
+    # ------------------------------------------------------------------ declaration
+
+    def spec(self) -> list[dict[str, Any]]:
+        """JSON-able term list with offsets (what run.pt and the ONNX metadata store)."""
+        out, off = [], 0
+        for t in self.terms:
+            out.append({**t.to_dict(), "offset": off})
+            off += t.size
+        return out
+
+    def term_slices(self) -> dict[str, slice]:
+        out, off = {}, 0
+        for t in self.terms:
+            out[t.name] = slice(off, off + t.size)
+            off += t.size
+        return out
+
+    # ------------------------------------------------------------------ computation
+
+    def _frame_index(self, time_step: torch.Tensor, steps: torch.Tensor | None) -> torch.Tensor:
+        t = time_step.reshape(-1).to(torch.long)
+        idx = t[:, None] if steps is None else t[:, None] + steps
+        return idx.clamp(0, self.num_frames - 1)
+
+    def robot_terms(self, q: torch.Tensor, qd: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Robot-only terms (flattened per env) plus ``heading_T`` [B, 3, 3] and ``poses``."""
+        poses = self.kinematics(q)
+        b = q.shape[0]
+        r_root = poses.mat[:, 0]
+        ht = heading_rot(r_root).transpose(-1, -2)
+        rel_key = self.kinematics.key_points(poses.pos, poses.mat) - q[:, None, 0:3]
+        return {
+            "root_height": q[:, 2:3],
+            "root_rot": mat_to_6d(ht @ r_root),
+            "root_lin_vel": (ht @ qd[:, 0:3, None])[..., 0],
+            "root_ang_vel": (ht @ (r_root @ qd[:, 3:6, None]))[..., 0],
+            "body_rot": mat_to_6d(ht[:, None] @ poses.mat).reshape(b, -1),
+            "joint_vel": qd[:, 6:],
+            "key_pos": (ht[:, None] @ rel_key[..., None]).reshape(b, -1),
+            "heading_T": ht,
+            "poses": poses,
+        }
+
+    def forward(self, q: torch.Tensor, qd: torch.Tensor, time_step: torch.Tensor) -> torch.Tensor:
+        """Observation [B, obs_dim] (noise-free); frames t+k clamped to the clip end."""
+        r = self.robot_terms(q, qd)
+        ht = r["heading_T"]
+        b = q.shape[0]
+        idx = self._frame_index(time_step, self._future)  # [B, F]
+        ref_pos = self.ref_root_pos[idx] - q[:, None, 0:3]  # [B, F, 3]
+        cols = ht[:, None, None] @ self.ref_body_cols[idx]  # [B, F, NB, 3, 2]
+        body6 = cols.transpose(-1, -2).reshape(b, idx.shape[1], -1, 6)  # [B, F, NB, 6]
+        key = ht[:, None, None] @ self.ref_key_rel[idx][..., None]  # [B, F, K, 3, 1]
+        ref = {
+            "ref_root_pos": (ht[:, None] @ ref_pos[..., None]).reshape(b, -1),
+            "ref_root_rot": body6[:, :, 0].reshape(b, -1),
+            "ref_body_rot": body6.reshape(b, -1),
+            "ref_key_pos": key.reshape(b, -1),
+        }
+        return torch.cat([r[t.name] if t.name in r else ref[t.name] for t in self.terms], dim=-1)
+
+    def add_noise(self, obs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        """obs + U(-n, n) per entry (training-time sensor noise of the actor input)."""
+        u = torch.rand(obs.shape, generator=generator, dtype=obs.dtype, device=obs.device)
+        return obs + (2.0 * u - 1.0) * self.noise_vector
+
+    def reference_frame(self, time_step: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The clip at the clamped current frame t: Motion arrays per env (w-first quaternions)."""
+        idx = self._frame_index(time_step, None)[:, 0]
+        out = {}
+        for k in FRAME_ARRAYS:
+            buf = getattr(self, f"ref_{k}", None)
+            if buf is None:
+                raise ValueError(f"motion arrays lack {k}")
+            out[k] = buf[idx]
+        return out
