@@ -1,0 +1,337 @@
+"""Typed training configuration (mjlab-style dataclasses) with every METHOD.md default.
+
+``TrainConfig`` nests one dataclass per role. ``to_dict`` turns it into plain values (what ``run.pt``
+and ``config.yaml`` record), ``from_dict`` rebuilds it (resume), and ``apply_overrides`` applies the
+CLI's ``--set a.b=v`` strings with type checking. Units are SI; angles in rad; times in s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from bcg_deploy.errors import BcgdError
+
+TASKS = ("run", "jump", "fight", "dance")
+
+
+@dataclass
+class MotionCfg:
+    """Which reference clip to imitate."""
+
+    task: str = "dance"
+    """Built-in task name (run | jump | fight | dance); ignored when ``csv`` is set."""
+    csv: str | None = None
+    """A LAFAN1-format G1 CSV (30 fps, xyzw quaternion) to use instead of a task."""
+    start_s: float = 0.0
+    """Window start in the CSV (s)."""
+    duration_s: float = 15.0
+    """Window length in the CSV (s)."""
+
+
+@dataclass
+class SimCfg:
+    """Training simulator (METHOD.md section 2)."""
+
+    physics_dt: float = 0.005
+    """Physics step (s)."""
+    substeps: int = 4
+    """Physics steps per control step (control dt = physics_dt * substeps = 0.02 s)."""
+    kappa: float = 300.0
+    """Contact smoothing stiffness (1/m): 300 stiff/deployable, 50-100 soft."""
+    dtype: Literal["float32", "float64"] = "float32"
+    """Simulator and network precision."""
+
+
+@dataclass
+class EnvCfg:
+    """The imitation task (METHOD.md section 6)."""
+
+    num_envs: int = 64
+    """Parallel environments E (paper: 64 with BCG, 128 without)."""
+    fall_height: float = 0.3
+    """Early termination when the root height drops below this (m)."""
+    obs_noise: bool = True
+    """Add the observation module's per-term training noise U(-n, n) to the actor's input."""
+    obs_noise_scale: float = 1.0
+    """Multiplier on every term's noise amplitude."""
+    random_start: bool = True
+    """Reference state initialisation at a random phase (else at frame 0)."""
+    action_rate_weight: float = -0.8
+    """Weight of the action-rate penalty mean_j (a_t - a_{t-1})_j^2 (Decision: mean over joints)."""
+    max_abs_qd: float = 100.0
+    """An env whose |qd| exceeds this anywhere (m/s or rad/s) counts as exploded: reset, contributes 0."""
+    max_abs_pos: float = 1000.0
+    """An env whose |base position| exceeds this (m) counts as exploded."""
+
+
+@dataclass
+class DomainRandCfg:
+    """Domain randomisation (METHOD.md section 6); ranges are (low, high) or +/- half-widths."""
+
+    enabled: bool = True
+    friction: tuple[float, float] = (0.3, 1.2)
+    base_mass_add: tuple[float, float] = (-3.0, 3.0)
+    """Added to the pelvis mass (kg)."""
+    link_mass_scale: tuple[float, float] = (0.8, 1.2)
+    link_com_offset: float = 0.03
+    """Link centre-of-mass offset half-width (m) per axis."""
+    kp_scale: tuple[float, float] = (0.8, 1.2)
+    kd_scale: tuple[float, float] = (0.8, 1.2)
+    armature_scale: tuple[float, float] = (0.75, 1.25)
+    joint_friction_scale: tuple[float, float] = (0.5, 1.5)
+    default_joint_offset: float = 0.01
+    """Per-env offset of the default pose the actions are added to (rad, half-width)."""
+    action_latency: tuple[int, int] = (0, 1)
+    """Per-env action latency in control steps, uniform over the inclusive range."""
+    push_interval_s: tuple[float, float] = (1.0, 3.0)
+    push_lin_vel: tuple[float, float, float] = (0.5, 0.5, 0.2)
+    """Push half-widths of the base linear velocity change x, y, z (m/s, world)."""
+    push_ang_vel: tuple[float, float, float] = (0.52, 0.52, 0.78)
+    """Push half-widths of the base angular velocity change roll, pitch, yaw (rad/s)."""
+    reset_pos: tuple[float, float, float] = (0.05, 0.05, 0.01)
+    """Reset root position noise half-widths x, y, z (m)."""
+    reset_rot: tuple[float, float, float] = (0.1, 0.1, 0.2)
+    """Reset root orientation noise half-widths roll, pitch, yaw (rad)."""
+    reset_joint: float = 0.1
+    """Reset joint position noise half-width (rad)."""
+
+
+@dataclass
+class ADDCfg:
+    """Adversarial differential discriminator reward (METHOD.md section 5)."""
+
+    hidden: tuple[int, ...] = (1024, 512)
+    lr: float = 2.5e-4
+    """SGD learning rate."""
+    momentum: float = 0.9
+    """SGD momentum (Decision; MimicKit's SGD uses 0.9)."""
+    weight_decay: float = 1e-4
+    logit_reg: float = 0.01
+    """Weight of ||W_out||^2."""
+    grad_penalty: float = 2.0
+    """Weight of 0.5 (E||grad D(neg)||^2 + E||grad D(0)||^2)."""
+    reward_weight: float = 2.0
+    """r = reward_weight * softplus(D(Delta))."""
+    norm_floor: float = 1e-4
+    """Floor of the running mean |Delta| the residual is divided by."""
+    replay_size: int = 8192
+    """Replay buffer of past (unnormalised) residuals."""
+    batch_size: int = 512
+    """Negatives per discriminator step (half current rollout, half replay)."""
+    updates_per_iter: int = 1
+
+
+@dataclass
+class SHACCfg:
+    """Short-horizon actor-critic (METHOD.md section 3)."""
+
+    horizon: int = 32
+    """Differentiable window N (control steps)."""
+    gamma: float = 0.99
+    lam: float = 0.95
+    """TD(lambda)."""
+    actor_lr: float = 5e-3
+    critic_lr: float = 2e-3
+    lr_min: float = 1e-5
+    """Both learning rates decay linearly to this at the last iteration."""
+    betas: tuple[float, float] = (0.7, 0.95)
+    actor_grad_clip: float = 1.0
+    critic_grad_clip: float = 10.0
+    init_std: float = 1.0
+    actor_hidden: tuple[int, ...] = (512, 256, 128)
+    critic_hidden: tuple[int, ...] = (256, 256)
+    num_critics: int = 3
+    """Ensemble size; the value is the mean."""
+    critic_iterations: int = 16
+    critic_minibatches: int = 4
+    target_alpha: float = 0.995
+    """Polyak: target <- alpha target + (1 - alpha) critic."""
+    normalize_obs: bool = True
+    normalize_returns: bool = True
+    """Divide rewards by the running std of the discounted return (SHAC's ret_rms)."""
+
+
+@dataclass
+class BCGCfg:
+    """Bundled Contact Gradients (METHOD.md section 4). A later issue implements it; off by default."""
+
+    enabled: bool = False
+    num_branches: int = 10
+    """B."""
+    horizon: int = 2
+    """H control steps per bundle."""
+    sigma_p: float = 0.01
+    """Cartesian foot position perturbation std (m)."""
+    sigma_v: float = 0.02
+    """Cartesian foot velocity perturbation std (m/s)."""
+    tau: float = 400.0
+    """Trigger: per-foot normal force (N) above which a bundle starts."""
+    damping: float = 1e-4
+    """Damped pseudoinverse lambda."""
+
+
+@dataclass
+class RunnerCfg:
+    """Loop, logging and checkpoints."""
+
+    iterations: int = 300
+    """SHAC iterations (paper: 3000). The default is the CPU-sized main job of ``bcgd train dance``."""
+    save_every: int = 50
+    """Write run.pt every K iterations (and at the end)."""
+    seed: int = 0
+    device: str = "cpu"
+    out_dir: str = "runs/dance"
+    stop_at: int = 0
+    """Stop (and save) after this iteration without changing the schedule; 0 = run all ``iterations``."""
+    tensorboard: bool = True
+    threads: int = 0
+    """torch intra-op threads (0 = torch default)."""
+
+
+@dataclass
+class DebugCfg:
+    """Fault injection for robustness tests."""
+
+    inject_nan_iteration: int = -1
+    """At this iteration, write NaN into env 0's simulator state mid-window (-1 = never)."""
+    inject_nan_step: int = 1
+
+
+@dataclass
+class TrainConfig:
+    robot: str = "g1"
+    motion: MotionCfg = field(default_factory=MotionCfg)
+    sim: SimCfg = field(default_factory=SimCfg)
+    env: EnvCfg = field(default_factory=EnvCfg)
+    domain_rand: DomainRandCfg = field(default_factory=DomainRandCfg)
+    add: ADDCfg = field(default_factory=ADDCfg)
+    shac: SHACCfg = field(default_factory=SHACCfg)
+    bcg: BCGCfg = field(default_factory=BCGCfg)
+    runner: RunnerCfg = field(default_factory=RunnerCfg)
+    debug: DebugCfg = field(default_factory=DebugCfg)
+
+    def validate(self) -> TrainConfig:
+        """Raise BcgdError on values no run can use; return self."""
+        checks = [
+            (self.env.num_envs >= 1, "env.num_envs must be >= 1"),
+            (self.shac.horizon >= 1, "shac.horizon must be >= 1"),
+            (self.runner.iterations >= 1, "runner.iterations must be >= 1"),
+            (self.runner.save_every >= 1, "runner.save_every must be >= 1"),
+            (self.sim.kappa > 0, "sim.kappa must be > 0"),
+            (self.sim.substeps >= 1, "sim.substeps must be >= 1"),
+            (self.shac.num_critics >= 1, "shac.num_critics must be >= 1"),
+            (0 < self.shac.gamma < 1, "shac.gamma must be in (0, 1)"),
+            (0 <= self.shac.lam <= 1, "shac.lam must be in [0, 1]"),
+            (self.shac.critic_minibatches >= 1, "shac.critic_minibatches must be >= 1"),
+            (self.add.batch_size >= 2, "add.batch_size must be >= 2"),
+            (self.motion.duration_s > 0, "motion.duration_s must be > 0"),
+            (self.motion.csv is not None or self.motion.task in TASKS, f"motion.task must be one of {TASKS}"),
+        ]
+        for ok, msg in checks:
+            if not ok:
+                raise BcgdError(msg)
+        return self
+
+
+# ---------------------------------------------------------------------------------------------
+# plain-value round trip and overrides
+
+
+def to_dict(cfg: Any) -> dict:
+    """A dataclass config as nested plain dicts (tuples become lists)."""
+
+    def plain(v: Any) -> Any:
+        if dataclasses.is_dataclass(v):
+            return {f.name: plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
+        if isinstance(v, (tuple, list)):
+            return [plain(x) for x in v]
+        return v
+
+    return plain(cfg)
+
+
+def from_dict(d: dict, cls: type = TrainConfig) -> Any:
+    """Rebuild a config from ``to_dict`` output; unknown keys raise BcgdError."""
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for key, value in d.items():
+        if key not in hints:
+            raise BcgdError(f"config key {cls.__name__}.{key} is unknown")
+        tp = hints[key]
+        if dataclasses.is_dataclass(tp):
+            kwargs[key] = from_dict(value, tp)
+        else:
+            kwargs[key] = _coerce(value, tp, key)
+    return cls(**kwargs)
+
+
+def apply_overrides(cfg: TrainConfig, overrides: list[str]) -> TrainConfig:
+    """Apply ``a.b=v`` strings in place (v parsed by the field's type; tuples as ``1,2``)."""
+    for item in overrides:
+        if "=" not in item:
+            raise BcgdError(f"--set {item!r}: expected KEY=VALUE, e.g. shac.actor_lr=1e-3")
+        path, raw = item.split("=", 1)
+        parts = path.strip().split(".")
+        obj = cfg
+        for p in parts[:-1]:
+            if not dataclasses.is_dataclass(obj) or not hasattr(obj, p):
+                raise BcgdError(f"--set {path}: unknown config key (see config.yaml of a run for the keys)")
+            obj = getattr(obj, p)
+        name = parts[-1]
+        hints = typing.get_type_hints(type(obj)) if dataclasses.is_dataclass(obj) else {}
+        if name not in hints or dataclasses.is_dataclass(hints[name]):
+            raise BcgdError(f"--set {path}: unknown config key (see config.yaml of a run for the keys)")
+        setattr(obj, name, _parse(raw.strip(), hints[name], path))
+    return cfg
+
+
+def _parse(raw: str, tp: Any, path: str) -> Any:
+    """Parse a command-line string into type ``tp``."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if raw.lower() in ("none", "null", "") and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _parse(raw, inner[0], path)
+    if origin is tuple:
+        items = [s for s in raw.strip("()[] ").split(",") if s.strip()]
+        elem = args[0]
+        if args[-1] is not Ellipsis and len(items) != len(args):
+            raise BcgdError(f"--set {path}={raw}: expected {len(args)} comma-separated values")
+        return tuple(_parse(s.strip(), elem, path) for s in items)
+    if origin is Literal:
+        if raw not in args:
+            raise BcgdError(f"--set {path}={raw}: expected one of {', '.join(map(str, args))}")
+        return raw
+    try:
+        if tp is bool:
+            low = raw.lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if tp is int:
+            return int(raw)
+        if tp is float:
+            return float(raw)
+        if tp is str:
+            return raw
+    except ValueError:
+        raise BcgdError(f"--set {path}={raw}: expected {tp.__name__}") from None
+    raise BcgdError(f"--set {path}: unsupported type {tp}")
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Convert a plain value (from to_dict) back to the field type (lists to tuples)."""
+    origin = typing.get_origin(tp)
+    if origin is tuple and isinstance(value, (list, tuple)):
+        return tuple(value)
+    if tp is float and isinstance(value, int):
+        return float(value)
+    return value

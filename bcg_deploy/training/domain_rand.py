@@ -1,0 +1,107 @@
+"""Domain randomisation (METHOD.md section 6): per-env physical parameters, pushes and reset noise.
+
+``sample_params`` draws one ``EnvParams`` row per env (nominal values when randomisation is off);
+``assign_rows(params, new, idx)`` replaces the rows of reset envs. Which of the physical parameters
+reach the simulator depends on what it accepts (see ``ImitationEnv``); the action-side terms (default
+joint offset, action latency), pushes and reset noise are applied by the env itself.
+All randomness comes from the global torch RNG (saved in run.pt), so a resumed run is reproducible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import torch
+
+from bcg_deploy.training.config import DomainRandCfg
+
+
+@dataclass
+class EnvParams:
+    """Per-env randomised parameters; E rows."""
+
+    friction: torch.Tensor  # [E] Coulomb coefficient
+    base_mass_add: torch.Tensor  # [E] kg added to the pelvis
+    link_mass_scale: torch.Tensor  # [E, NB]
+    link_com_offset: torch.Tensor  # [E, NB, 3] m, body frame
+    kp_scale: torch.Tensor  # [E, J]
+    kd_scale: torch.Tensor  # [E, J]
+    armature_scale: torch.Tensor  # [E, J]
+    joint_friction_scale: torch.Tensor  # [E, J]
+    default_joint_offset: torch.Tensor  # [E, J] rad
+    action_latency: torch.Tensor  # [E] long, control steps (0 or 1)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_state_dict(cls, d: dict[str, torch.Tensor]) -> EnvParams:
+        return cls(**{f.name: d[f.name] for f in fields(cls)})
+
+
+def _uniform(lo: float, hi: float, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    return lo + (hi - lo) * torch.rand(shape, device=device, dtype=torch.float64)
+
+
+def sample_params(cfg: DomainRandCfg, num_envs: int, num_bodies: int, num_joints: int, device) -> EnvParams:
+    """Draw parameters for ``num_envs`` envs (float64; nominal when ``cfg.enabled`` is False)."""
+    E, NB, J = num_envs, num_bodies, num_joints
+    if not cfg.enabled:
+        one = torch.ones((), dtype=torch.float64, device=device)
+        return EnvParams(
+            friction=torch.full((E,), 0.5 * (cfg.friction[0] + cfg.friction[1]), dtype=torch.float64, device=device),
+            base_mass_add=torch.zeros(E, dtype=torch.float64, device=device),
+            link_mass_scale=one.expand(E, NB).clone(),
+            link_com_offset=torch.zeros(E, NB, 3, dtype=torch.float64, device=device),
+            kp_scale=one.expand(E, J).clone(),
+            kd_scale=one.expand(E, J).clone(),
+            armature_scale=one.expand(E, J).clone(),
+            joint_friction_scale=one.expand(E, J).clone(),
+            default_joint_offset=torch.zeros(E, J, dtype=torch.float64, device=device),
+            action_latency=torch.zeros(E, dtype=torch.long, device=device),
+        )
+    c = cfg.link_com_offset
+    return EnvParams(
+        friction=_uniform(*cfg.friction, (E,), device),
+        base_mass_add=_uniform(*cfg.base_mass_add, (E,), device),
+        link_mass_scale=_uniform(*cfg.link_mass_scale, (E, NB), device),
+        link_com_offset=_uniform(-c, c, (E, NB, 3), device),
+        kp_scale=_uniform(*cfg.kp_scale, (E, J), device),
+        kd_scale=_uniform(*cfg.kd_scale, (E, J), device),
+        armature_scale=_uniform(*cfg.armature_scale, (E, J), device),
+        joint_friction_scale=_uniform(*cfg.joint_friction_scale, (E, J), device),
+        default_joint_offset=_uniform(-cfg.default_joint_offset, cfg.default_joint_offset, (E, J), device),
+        action_latency=torch.randint(cfg.action_latency[0], cfg.action_latency[1] + 1, (E,), device=device),
+    )
+
+
+def assign_rows(params: EnvParams, new: EnvParams, idx: torch.Tensor) -> None:
+    """In place: rows ``idx`` [n] of ``params`` take the n rows of ``new`` (freshly sampled for reset envs)."""
+    for f in fields(params):
+        setattr(params, f.name, getattr(params, f.name).index_copy(0, idx, getattr(new, f.name)))
+
+
+def sample_push_interval(cfg: DomainRandCfg, num: int, control_dt: float, device) -> torch.Tensor:
+    """Control steps until the next push, U(push_interval_s) rounded, at least 1; [num] long."""
+    s = _uniform(*cfg.push_interval_s, (num,), device)
+    return torch.clamp(torch.round(s / control_dt), min=1).long()
+
+
+def sample_push(cfg: DomainRandCfg, num: int, device) -> torch.Tensor:
+    """Velocity kicks [num, 6]: base linear (world, m/s) then angular (base frame, rad/s)."""
+    half = torch.tensor(list(cfg.push_lin_vel) + list(cfg.push_ang_vel), dtype=torch.float64, device=device)
+    return (2.0 * torch.rand(num, 6, dtype=torch.float64, device=device) - 1.0) * half
+
+
+def sample_reset_noise(cfg: DomainRandCfg, num: int, num_joints: int, device) -> dict[str, torch.Tensor]:
+    """Reset offsets: ``pos`` [num, 3] m, ``rpy`` [num, 3] rad, ``joints`` [num, J] rad (zeros when off)."""
+    if not cfg.enabled:
+        z = torch.zeros(num, 3, dtype=torch.float64, device=device)
+        return {"pos": z, "rpy": z.clone(), "joints": torch.zeros(num, num_joints, dtype=torch.float64, device=device)}
+    pos_h = torch.tensor(cfg.reset_pos, dtype=torch.float64, device=device)
+    rot_h = torch.tensor(cfg.reset_rot, dtype=torch.float64, device=device)
+    return {
+        "pos": (2.0 * torch.rand(num, 3, dtype=torch.float64, device=device) - 1.0) * pos_h,
+        "rpy": (2.0 * torch.rand(num, 3, dtype=torch.float64, device=device) - 1.0) * rot_h,
+        "joints": _uniform(-cfg.reset_joint, cfg.reset_joint, (num, num_joints), device),
+    }

@@ -1,0 +1,62 @@
+"""Pure SHAC maths: TD(lambda) against the weighted-n-step definition, lr schedule, Polyak target."""
+
+from __future__ import annotations
+
+import torch
+
+from bcg_deploy.training.config import SHACCfg
+from bcg_deploy.training.shac import SHAC, td_lambda_targets
+
+
+def _lambda_return_reference(r, v, done, gamma, lam):
+    """(1-lam) sum_n lam^(n-1) G^(n) truncated at the window/episode end, per env, by brute force."""
+    n_steps, n_env = r.shape
+    out = torch.zeros_like(r)
+    for e in range(n_env):
+        for t in range(n_steps):
+            end = t
+            while end < n_steps - 1 and not done[end, e]:
+                end += 1
+            # n-step returns G^(k) for k = 1 .. end - t + 1 (the last one is the full return to the end)
+            gs = []
+            for k in range(1, end - t + 2):
+                g = sum(gamma**i * r[t + i, e] for i in range(k)) + gamma**k * v[t + k - 1, e]
+                gs.append(g)
+            total = sum((1 - lam) * lam ** (k - 1) * gs[k - 1] for k in range(1, len(gs)))
+            total += lam ** (len(gs) - 1) * gs[-1]
+            out[t, e] = total
+    return out
+
+
+def test_td_lambda_matches_definition():
+    torch.manual_seed(0)
+    n, e = 7, 3
+    r, v = torch.randn(n, e, dtype=torch.float64), torch.randn(n, e, dtype=torch.float64)
+    done = torch.zeros(n, e, dtype=torch.bool)
+    done[2, 0] = done[5, 1] = done[0, 2] = True
+    got = td_lambda_targets(r, v, done, 0.9, 0.8)
+    torch.testing.assert_close(got, _lambda_return_reference(r, v, done, 0.9, 0.8))
+
+
+def test_td_lambda_extremes():
+    r = torch.tensor([[1.0], [2.0], [3.0]])
+    v = torch.tensor([[10.0], [20.0], [30.0]])
+    done = torch.zeros(3, 1, dtype=torch.bool)
+    torch.testing.assert_close(td_lambda_targets(r, v, done, 0.5, 0.0), r + 0.5 * v)  # TD(0)
+    mc = torch.tensor([[1 + 0.5 * 2 + 0.25 * 3 + 0.125 * 30], [2 + 0.5 * 3 + 0.25 * 30], [3 + 0.5 * 30]])
+    torch.testing.assert_close(td_lambda_targets(r, v, done, 0.5, 1.0), mc)
+
+
+def test_lr_decays_linearly_and_target_is_polyak():
+    cfg = SHACCfg(actor_hidden=(8,), critic_hidden=(8,), num_critics=2)
+    s = SHAC(cfg, 5, 2, num_envs=3)
+    assert s.set_learning_rate(0, 100) == (5e-3, 2e-3)
+    a, c = s.set_learning_rate(50, 100)
+    assert abs(a - (5e-3 + 1e-5) / 2) < 1e-12 and abs(c - (2e-3 + 1e-5) / 2) < 1e-12
+    torch.testing.assert_close(torch.tensor(s.set_learning_rate(100, 100)), torch.tensor([1e-5, 1e-5]))
+    before = [p.clone() for p in s.target_critic.parameters()]
+    for p in s.critic.parameters():
+        p.data.add_(1.0)
+    s._update_target()
+    for b, p, tp in zip(before, s.critic.parameters(), s.target_critic.parameters(), strict=True):
+        torch.testing.assert_close(tp, 0.995 * b + 0.005 * p)
