@@ -212,9 +212,13 @@ class SHAC(nn.Module):
         if not bool(torch.isfinite(norm)):
             self.actor_optimizer.zero_grad(set_to_none=True)
             self.counters["actor_skipped"] += 1
-            return {"actor_loss": float(loss), "actor_grad_norm": float("nan"), "actor_skipped": 1.0}
+            return {"actor_loss": float(loss.detach()), "actor_grad_norm": float("nan"), "actor_skipped": 1.0}
         self.actor_optimizer.step()
-        return {"actor_loss": float(loss), "actor_grad_norm": float(norm), "actor_nan_grad_tensors": float(nan_tensors)}
+        return {
+            "actor_loss": float(loss.detach()),
+            "actor_grad_norm": float(norm),
+            "actor_nan_grad_tensors": float(nan_tensors),
+        }
 
     def update_critic(self, roll: Rollout) -> dict[str, float]:
         """TD(lambda) targets, then ``critic_iterations`` passes over ``critic_minibatches`` shuffled batches."""
@@ -248,7 +252,7 @@ class SHAC(nn.Module):
                 self.counters["nan_grad_critic"] += int(_sanitize_grads(self.critic.parameters()) > 0)
                 torch.nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.critic_grad_clip)
                 self.critic_optimizer.step()
-                losses.append(float(loss) / len(self.critic.members))
+                losses.append(float(loss.detach()) / len(self.critic.members))
             if losses:
                 last = sum(losses) / len(losses)
         self._update_target()

@@ -1,0 +1,156 @@
+"""``bcgd train TASK``: SHAC (+ ADD) imitation training through the differentiable simulator.
+
+Thin: parse options into a ``TrainConfig`` (``--set a.b=v`` for any other field), call
+``bcg_deploy.training.runner.train`` once, show rich progress from its per-iteration metrics.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from bcg_deploy.cli import app, console, err_console
+from bcg_deploy.errors import BcgdError
+from bcg_deploy.training.config import TASKS, TrainConfig, apply_overrides
+
+
+def _fmt(v: float | None, spec: str) -> str:
+    if v is None or v != v:  # NaN
+        return "-"
+    return format(v, spec)
+
+
+def build_config(
+    task: str | None,
+    motion: Path | None,
+    start: float | None,
+    duration: float | None,
+    envs: int | None,
+    iterations: int | None,
+    horizon: int | None,
+    device: str | None,
+    kappa: float | None,
+    seed: int | None,
+    out: Path | None,
+    save_every: int | None,
+    overrides: list[str],
+    resume: Path | None,
+) -> TrainConfig:
+    """The run's config: defaults (or the resumed run's config) + the options given + ``--set``."""
+    if resume is not None:
+        from bcg_deploy.training.runner import resume_config
+
+        cfg = resume_config(resume)
+        if out is None:
+            cfg.runner.out_dir = str(resume.parent)
+        fixed = [("TASK", task), ("--motion", motion), ("--envs", envs), ("--horizon", horizon), ("--kappa", kappa),
+                 ("--seed", seed)]  # fmt: skip
+        given = [name for name, v in fixed if v is not None]
+        if given:
+            raise BcgdError(f"--resume continues the stored run; {', '.join(given)} cannot change (use a new run)")
+    else:
+        cfg = TrainConfig()
+        if motion is not None:
+            cfg.motion.csv = str(motion)
+            cfg.motion.start_s = 0.0 if start is None else start
+            if duration is not None:
+                cfg.motion.duration_s = duration
+        elif task is not None:
+            if task not in TASKS:
+                raise BcgdError(f"unknown task {task!r}: expected one of {', '.join(TASKS)} or --motion FILE.csv")
+            cfg.motion.task = task
+        cfg.runner.out_dir = str(out) if out is not None else f"runs/{Path(motion).stem if motion else cfg.motion.task}"
+    if out is not None:
+        cfg.runner.out_dir = str(out)
+    for value, setter in (
+        (envs, lambda v: setattr(cfg.env, "num_envs", v)),
+        (iterations, lambda v: setattr(cfg.runner, "iterations", v)),
+        (horizon, lambda v: setattr(cfg.shac, "horizon", v)),
+        (device, lambda v: setattr(cfg.runner, "device", v)),
+        (kappa, lambda v: setattr(cfg.sim, "kappa", v)),
+        (seed, lambda v: setattr(cfg.runner, "seed", v)),
+        (save_every, lambda v: setattr(cfg.runner, "save_every", v)),
+    ):
+        if value is not None:
+            setter(value)
+    apply_overrides(cfg, overrides)
+    return cfg.validate()
+
+
+@app.command("train")
+def train_cmd(
+    task: str | None = typer.Argument(None, help="run | jump | fight | dance (default dance)."),
+    motion: Path | None = typer.Option(None, "--motion", help="Train on a LAFAN1-format G1 CSV instead of a task."),
+    start: float | None = typer.Option(None, "--start", help="Window start in the CSV (s)."),
+    duration: float | None = typer.Option(None, "--duration", help="Window length in the CSV (s, default 15)."),
+    envs: int | None = typer.Option(None, "--envs", help="Parallel environments (default 64)."),
+    iterations: int | None = typer.Option(None, "--iterations", help="SHAC iterations (default 300; paper 3000)."),
+    horizon: int | None = typer.Option(None, "--horizon", help="Differentiable window, control steps (default 32)."),
+    device: str | None = typer.Option(None, "--device", help="cpu | cuda (default cpu)."),
+    kappa: float | None = typer.Option(None, "--kappa", help="Contact stiffness 1/m (default 300)."),
+    seed: int | None = typer.Option(None, "--seed", help="Random seed (default 0)."),
+    out: Path | None = typer.Option(None, "--out", help="Run directory (default runs/TASK)."),
+    save_every: int | None = typer.Option(None, "--save-every", help="Write run.pt every K iterations (default 50)."),
+    resume: Path | None = typer.Option(None, "--resume", help="Continue a run from its run.pt."),
+    overrides: list[str] = typer.Option([], "--set", help="Override any config field: --set shac.actor_lr=1e-3."),
+) -> None:
+    """Train a motion-imitation policy (SHAC + ADD) and write run.pt, metrics.jsonl, TensorBoard logs."""
+    from bcg_deploy.training.runner import train
+
+    if motion is None and task is None and resume is None:
+        task = "dance"
+    if motion is not None and task is not None:
+        raise BcgdError("give either TASK or --motion FILE.csv, not both")
+    cfg = build_config(task, motion, start, duration, envs, iterations, horizon, device, kappa, seed, out,
+                       save_every, overrides, resume)  # fmt: skip
+    src = cfg.motion.csv or cfg.motion.task
+    console.print(
+        f"[bold]bcgd train[/] {src}  envs {cfg.env.num_envs}  horizon {cfg.shac.horizon}  "
+        f"iterations {cfg.runner.iterations}  kappa {cfg.sim.kappa:g}  device {cfg.runner.device}  "
+        f"seed {cfg.runner.seed}  -> {cfg.runner.out_dir}" + (f"  (resume {resume})" if resume else "")
+    )
+    progress = Progress(
+        TextColumn("[bold]iter"),
+        MofNCompleteColumn(),
+        BarColumn(bar_width=24),
+        TextColumn("{task.fields[speed]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[stats]}"),
+        console=console,
+        transient=False,
+    )
+    t0 = time.perf_counter()
+    with progress:
+        bar = progress.add_task("train", total=cfg.runner.iterations, speed="", stats="compiling + first window ...")
+
+        def on_iteration(m: dict) -> None:
+            speed = f"{m['iterations_per_s']:.2f} it/s {m['env_steps_per_s']:.0f} steps/s"
+            stats = (
+                f"reward {_fmt(m.get('reward'), '.3f')}  track {_fmt(m.get('tracking_error_cm'), '.1f')} cm  "
+                f"ep {_fmt(m.get('episode_length'), '.0f')}  |g| {_fmt(m.get('actor_grad_norm'), '.2f')}"
+            )
+            progress.update(bar, completed=m["iteration"], speed=speed, stats=stats)
+
+        def on_event(e: dict) -> None:
+            err_console.print(f"[yellow]iteration {e['iteration']}: {e['event']}[/] {e['message']}", highlight=False)
+
+        result = train(cfg, resume=resume, on_iteration=on_iteration, on_event=on_event)
+    m = result.metrics
+    wall = time.perf_counter() - t0
+    console.print(
+        f"done: iteration {result.iteration} in {wall:.0f} s; reward {_fmt(m.get('reward'), '.3f')}, "
+        f"tracking error {_fmt(m.get('tracking_error_cm'), '.1f')} cm, episode length "
+        f"{_fmt(m.get('episode_length'), '.0f')} steps"
+    )
+    if result.checkpoint is None:
+        raise BcgdError(f"no checkpoint written in {result.run_dir} (see events.jsonl)")
+    d = result.run_dir
+    console.print(
+        f"checkpoint {result.checkpoint}  metrics {d / 'metrics.jsonl'}  curve {d / 'learning_curve.png'}  "
+        f"tensorboard --logdir {d / 'tb'}"
+    )

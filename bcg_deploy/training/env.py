@@ -1,0 +1,442 @@
+"""The G1 motion-imitation environment (METHOD.md sections 3, 5, 6), differentiable end to end.
+
+One ``ImitationEnv`` holds E envs: the raw state (q [E, 36], qd [E, 35], MuJoCo layout), the
+reference clip, the per-env phase (frame index), randomised parameters, and the ``transition`` that
+advances one control step. ``step(action)`` maps the policy's tanh action [E, 29] to PD targets
+(``q_target = default + offset + action_scale * a``), advances the state through ``transition``
+(differentiable), computes the ADD reward + action-rate penalty, detects falls (root below 0.3 m),
+time-outs (clip end) and non-finite / exploding envs, and resets finished envs at a random phase
+(reference state initialisation). Gradients flow from the reward and observations back through the
+transition into earlier actions; reset rows are constants.
+
+BCG hook: ``env.transition`` is any ``Transition`` (``__call__(q, qd, q_target) -> TransitionOut``,
+``reset(mask)``, ``detach()``, ``state_dict()``/``load_state_dict()``); the default ``SimTransition``
+calls ``Simulator.step`` once per control step. A bundled transition replaces it per env and per
+control step without touching the env or SHAC (see ``bcg_deploy.training.bcg`` when it exists).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from bcg_deploy.motions.motion import Motion
+from bcg_deploy.robots import RobotSpec
+from bcg_deploy.training import domain_rand as dr
+from bcg_deploy.training.add import ADD, action_rate_penalty, add_features, feature_dim
+from bcg_deploy.training.config import TrainConfig
+from bcg_deploy.training.kinematics import axis_angle_quat, quat_mul, quat_normalize, quat_to_mat
+from bcg_deploy.training.observations import ObservationModule
+
+# ---------------------------------------------------------------------------------------------
+# transition (the BCG hook)
+
+
+@dataclass
+class TransitionOut:
+    """State after one control step; ``foot_force`` [E, 2] N (per foot, max over substeps) if known."""
+
+    q: torch.Tensor
+    qd: torch.Tensor
+    foot_force: torch.Tensor | None = None
+    extras: dict = field(default_factory=dict)
+
+
+class Transition(Protocol):
+    """One control step of the training physics: differentiable in q, qd, q_target."""
+
+    def __call__(self, q: torch.Tensor, qd: torch.Tensor, q_target: torch.Tensor) -> TransitionOut: ...
+
+    def reset(self, mask: torch.Tensor) -> None:
+        """Envs with ``mask`` [E] True were just reset (drop any per-env memory, e.g. open bundles)."""
+
+    def detach(self) -> None:
+        """A new SHAC window starts: cut any carried graph."""
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, d: dict[str, Any]) -> None: ...
+
+
+class SimTransition:
+    """Plain SHAC physics: one ``Simulator.step`` (its ``substeps`` physics steps) per control step."""
+
+    def __init__(self, sim: Any) -> None:
+        self.sim = sim
+
+    def __call__(self, q: torch.Tensor, qd: torch.Tensor, q_target: torch.Tensor) -> TransitionOut:
+        s = self.sim.step(q, qd, q_target)
+        return TransitionOut(s.q, s.qd, getattr(s, "foot_force", None))
+
+    def reset(self, mask: torch.Tensor) -> None:
+        pass
+
+    def detach(self) -> None:
+        pass
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, d: dict[str, Any]) -> None:
+        pass
+
+
+class _SanitizeGrad(torch.autograd.Function):
+    """Identity forward; backward replaces NaN/Inf by 0 (a diverged env's adjoint stays in that env)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
+        return torch.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0)
+
+
+def sanitize_grad(x: torch.Tensor) -> torch.Tensor:
+    return _SanitizeGrad.apply(x) if x.requires_grad else x
+
+
+# ---------------------------------------------------------------------------------------------
+# environment
+
+
+@dataclass
+class StepOut:
+    """What ``ImitationEnv.step`` returns; tensors have E rows."""
+
+    obs: torch.Tensor  # [E, O] noise-free observation after resets
+    reward: torch.Tensor  # [E] differentiable reward of this step (0 for non-finite envs)
+    done: torch.Tensor  # [E] bool: episode ended this step (terminated or time-out)
+    terminated: torch.Tensor  # [E] bool: fall or non-finite state (bootstrap value 0)
+    timeout: torch.Tensor  # [E] bool: clip end (bootstrap with the value of obs_before_reset)
+    obs_before_reset: torch.Tensor  # [E, O] observation of the state reached (terminal obs)
+    delta: torch.Tensor  # [E, D] detached ADD residual (discriminator negatives)
+    valid: torch.Tensor  # [E] bool: state finite (delta usable)
+    info: dict[str, torch.Tensor]
+
+
+def _motion_tensor(motion: Motion, name: str, dtype: torch.dtype, device) -> torch.Tensor:
+    return torch.as_tensor(np.asarray(getattr(motion, name), dtype=np.float64)).to(device=device, dtype=dtype)
+
+
+class ImitationEnv:
+    """E parallel imitation envs on one reference clip; see the module docstring."""
+
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        robot: RobotSpec,
+        motion: Motion,
+        add: ADD | None = None,
+        sim: Any = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        self.cfg = cfg
+        self.robot = robot
+        self.motion = motion
+        self.device = torch.device(device)
+        self.dtype = torch.float64 if cfg.sim.dtype == "float64" else torch.float32
+        self.num_envs = E = cfg.env.num_envs
+        self.num_frames = motion.num_frames
+        if self.num_frames < 3:
+            raise ValueError(f"motion {motion.name!r} has {self.num_frames} frames; need at least 3")
+        self.control_dt = cfg.sim.physics_dt * cfg.sim.substeps
+        if abs(motion.fps * self.control_dt - 1.0) > 1e-6:
+            raise ValueError(f"motion fps {motion.fps} does not match the control rate {1.0 / self.control_dt} Hz")
+        self.obs_module = ObservationModule(robot, motion, dtype=self.dtype).to(self.device)
+        self.kin = self.obs_module.kinematics
+        self.obs_dim = self.obs_module.obs_dim
+        self.num_actions = robot.num_joints
+        self.num_bodies = len(robot.body_names)
+        t = lambda x: torch.as_tensor(np.asarray(x, dtype=np.float64)).to(self.device, self.dtype)  # noqa: E731
+        self.default_joint_pos = t(robot.default_joint_pos)
+        self.action_scale = t(robot.action_scale)
+        self.joint_lo, self.joint_hi = t(robot.joint_range[:, 0]), t(robot.joint_range[:, 1])
+        self._load_reference(motion)
+        self.feature_dim = feature_dim(self.num_bodies, len(robot.key_bodies), robot.num_joints)
+        self.add = add
+        if sim is None:
+            sim = make_simulator(cfg, robot, self.device)
+        self.sim = sim
+        self.transition: Transition = SimTransition(sim)
+        # Per-env bookkeeping (long tensors are phase/counters; q/qd carry the graph in a window).
+        self.q = torch.zeros(E, 7 + robot.num_joints, dtype=self.dtype, device=self.device)
+        self.qd = torch.zeros(E, 6 + robot.num_joints, dtype=self.dtype, device=self.device)
+        self.frame = torch.zeros(E, dtype=torch.long, device=self.device)
+        self.episode_len = torch.zeros(E, dtype=torch.long, device=self.device)
+        self.episode_return = torch.zeros(E, dtype=torch.float64, device=self.device)
+        self.last_action = torch.zeros(E, self.num_actions, dtype=self.dtype, device=self.device)
+        self.push_timer = torch.zeros(E, dtype=torch.long, device=self.device)
+        self.params = dr.sample_params(cfg.domain_rand, E, self.num_bodies, robot.num_joints, self.device)
+        self.sim_params_applied = apply_params_to_sim(self.sim, self.params)
+        self._nan_countdown = -1
+
+    # ------------------------------------------------------------------ setup
+
+    def _load_reference(self, motion: Motion) -> None:
+        dev, dt = self.device, self.dtype
+        self.ref_root_pos = _motion_tensor(motion, "root_pos", dt, dev)
+        self.ref_root_quat = quat_normalize(_motion_tensor(motion, "root_quat", dt, dev))
+        self.ref_joint_pos = _motion_tensor(motion, "joint_pos", dt, dev)
+        self.ref_joint_vel = _motion_tensor(motion, "joint_vel", dt, dev)
+        self.ref_root_lin_vel = _motion_tensor(motion, "root_lin_vel", dt, dev)
+        self.ref_root_ang_vel = _motion_tensor(motion, "root_ang_vel", dt, dev)
+        self.ref_body_pos = _motion_tensor(motion, "body_pos_w", dt, dev)
+        body_quat = quat_normalize(_motion_tensor(motion, "body_quat_w", dt, dev))
+        body_mat = quat_to_mat(body_quat)
+        key = self.kin.key_points(self.ref_body_pos, body_mat)
+        self.ref_features = add_features(
+            self.ref_body_pos, body_mat, key, self.ref_root_lin_vel, self.ref_root_ang_vel, self.ref_joint_vel
+        )
+
+    # ------------------------------------------------------------------ state helpers
+
+    def reference_state(self, frames: torch.Tensor, noise: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Detached (q, qd) of the clip at ``frames`` [n], plus reset noise (``domain_rand.sample_reset_noise``)."""
+        pos = self.ref_root_pos[frames].clone()
+        quat = self.ref_root_quat[frames]
+        joints = self.ref_joint_pos[frames].clone()
+        if noise is not None:
+            pos = pos + noise["pos"].to(self.dtype)
+            rpy = noise["rpy"].to(self.dtype)
+            ex = torch.eye(3, dtype=self.dtype, device=self.device)
+            dq = quat_mul(
+                axis_angle_quat(ex[2], rpy[:, 2]),
+                quat_mul(axis_angle_quat(ex[1], rpy[:, 1]), axis_angle_quat(ex[0], rpy[:, 0])),
+            )
+            quat = quat_normalize(quat_mul(dq, quat))
+            joints = torch.clamp(joints + noise["joints"].to(self.dtype), self.joint_lo, self.joint_hi)
+        rot = quat_to_mat(quat)
+        ang_body = (rot.transpose(-1, -2) @ self.ref_root_ang_vel[frames, :, None])[..., 0]
+        q = torch.cat([pos, quat, joints], dim=-1)
+        qd = torch.cat([self.ref_root_lin_vel[frames], ang_body, self.ref_joint_vel[frames]], dim=-1)
+        return q, qd
+
+    def _sample_start_frames(self, n: int) -> torch.Tensor:
+        if not self.cfg.env.random_start:
+            return torch.zeros(n, dtype=torch.long, device=self.device)
+        return torch.randint(0, self.num_frames - 2, (n,), device=self.device)
+
+    def reset(self) -> torch.Tensor:
+        """Reset every env at a random phase; returns the noise-free observation [E, O]."""
+        mask = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+        self.q, self.qd = self._reset_rows(mask, self.q.detach(), self.qd.detach())
+        self.transition.reset(mask)
+        return self.observe()
+
+    def _reset_rows(self, mask: torch.Tensor, q: torch.Tensor, qd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return (q, qd) with the rows of ``mask`` replaced by fresh reset states; updates bookkeeping."""
+        idx = mask.nonzero().squeeze(-1)
+        n = int(idx.numel())
+        if n == 0:
+            return q, qd
+        frames = self._sample_start_frames(n)
+        noise = dr.sample_reset_noise(self.cfg.domain_rand, n, self.num_actions, self.device)
+        q_r, qd_r = self.reference_state(frames, noise)
+        self.frame = self.frame.index_copy(0, idx, frames)
+        self.episode_len = self.episode_len.index_fill(0, idx, 0)
+        self.episode_return = self.episode_return.index_fill(0, idx, 0.0)
+        self.last_action = self.last_action.detach().index_fill(0, idx, 0.0)
+        new = dr.sample_params(self.cfg.domain_rand, n, self.num_bodies, self.num_actions, self.device)
+        dr.assign_rows(self.params, new, idx)
+        self.sim_params_applied = apply_params_to_sim(self.sim, self.params)
+        timers = dr.sample_push_interval(self.cfg.domain_rand, n, self.control_dt, self.device)
+        self.push_timer = self.push_timer.index_copy(0, idx, timers)
+        return q.index_copy(0, idx, q_r), qd.index_copy(0, idx, qd_r)
+
+    def observe(self) -> torch.Tensor:
+        """Noise-free observation [E, O] of the current state (critic input; actor adds ``noisy``)."""
+        return self.obs_module(self.q, self.qd, self.frame)
+
+    def noisy(self, obs: torch.Tensor) -> torch.Tensor:
+        """The actor's training input: per-term noise U(-n, n) (scaled) when enabled."""
+        if not self.cfg.env.obs_noise or self.cfg.env.obs_noise_scale == 0.0:
+            return obs
+        u = torch.rand(obs.shape, dtype=obs.dtype, device=obs.device)
+        return obs + (2.0 * u - 1.0) * (self.obs_module.noise_vector * self.cfg.env.obs_noise_scale)
+
+    def detach(self) -> None:
+        """Start of a SHAC window: cut the graph of the carried state."""
+        self.q = self.q.detach()
+        self.qd = self.qd.detach()
+        self.last_action = self.last_action.detach()
+        self.transition.detach()
+
+    def inject_nan(self, after_steps: int = 0) -> None:
+        """Debug: ``after_steps`` steps from now, write NaN into env 0's state before the physics."""
+        self._nan_countdown = max(int(after_steps), 0)
+
+    # ------------------------------------------------------------------ features / metrics
+
+    def features(self, q: torch.Tensor, qd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """ADD features [E, D] and body positions [E, NB, 3] of raw states."""
+        poses = self.kin(q)
+        key = self.kin.key_points(poses.pos, poses.mat)
+        ang_w = (poses.mat[:, 0] @ qd[:, 3:6, None])[..., 0]
+        f = add_features(poses.pos, poses.mat, key, qd[:, 0:3], ang_w, qd[:, 6:])
+        return f, poses.pos
+
+    # ------------------------------------------------------------------ step
+
+    def step(self, action: torch.Tensor) -> StepOut:
+        """Advance one control step with ``action`` [E, 29] in [-1, 1] (differentiable)."""
+        cfg = self.cfg
+        E = self.num_envs
+        lat = (self.params.action_latency > 0)[:, None]
+        applied = torch.where(lat, self.last_action, action)
+        offset = self.params.default_joint_offset.to(self.dtype)
+        q_target = self.default_joint_pos + offset + self.action_scale * applied
+        q, qd = self.q, self.qd
+        q, qd = self._push(q, qd)
+        if self._nan_countdown == 0:
+            q = torch.where(torch.arange(E, device=self.device)[:, None] == 0, torch.full_like(q, float("nan")), q)
+        if self._nan_countdown >= 0:
+            self._nan_countdown -= 1
+        out = self.transition(sanitize_grad(q), sanitize_grad(qd), sanitize_grad(q_target))
+        q_next, qd_next = out.q, out.qd
+        bad = self._diverged(q_next, qd_next)
+        # Diverged rows are replaced by a detached finite state (their reset comes below), so no NaN
+        # reaches observations, rewards or the adjoint of other envs.
+        if bool(bad.any()):
+            q_safe, qd_safe = self.reference_state(self.frame)
+            q_next = torch.where(bad[:, None], q_safe, q_next)
+            qd_next = torch.where(bad[:, None], qd_safe, qd_next)
+        self.frame = torch.clamp(self.frame + 1, max=self.num_frames - 1)
+        self.episode_len = self.episode_len + 1
+        feat, body_pos = self.features(q_next, qd_next)
+        delta = self.ref_features[self.frame] - feat
+        r_add = self.add.reward(delta) if self.add is not None else torch.zeros(E, dtype=self.dtype, device=self.device)
+        r_rate = action_rate_penalty(action, self.last_action, cfg.env.action_rate_weight)
+        reward = torch.where(bad, torch.zeros_like(r_add), r_add + r_rate)
+        fell = q_next[:, 2] < cfg.env.fall_height
+        terminated = fell | bad
+        timeout = (self.frame >= self.num_frames - 1) & ~terminated
+        done = terminated | timeout
+        obs_before = self.obs_module(q_next, qd_next, self.frame)
+        with torch.no_grad():
+            err = (body_pos - self.ref_body_pos[self.frame]).norm(dim=-1).mean(dim=-1)
+            self.episode_return = self.episode_return + reward.detach().double()
+            info = {
+                "tracking_error": torch.where(bad, torch.full_like(err, float("nan")), err),
+                "reward_add": r_add.detach(),
+                "reward_action_rate": r_rate.detach(),
+                "fell": fell & ~bad,
+                "diverged": bad,
+                "episode_len": self.episode_len.clone(),
+                "episode_return": self.episode_return.clone(),
+                "foot_force": out.foot_force.detach() if out.foot_force is not None else None,
+            }
+        self.last_action = action
+        self.q, self.qd = q_next, qd_next
+        obs = obs_before
+        if bool(done.any()):
+            self.q, self.qd = self._reset_rows(done, self.q, self.qd)
+            self.transition.reset(done)
+            obs = torch.where(done[:, None], self.observe(), obs_before)
+        return StepOut(
+            obs=obs,
+            reward=reward,
+            done=done,
+            terminated=terminated,
+            timeout=timeout,
+            obs_before_reset=obs_before,
+            delta=delta.detach(),
+            valid=~bad,
+            info=info,
+        )
+
+    def _push(self, q: torch.Tensor, qd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Random velocity kicks every U(1, 3) s per env (constants added to qd)."""
+        if not self.cfg.domain_rand.enabled:
+            return q, qd
+        self.push_timer = self.push_timer - 1
+        due = self.push_timer <= 0
+        n = int(due.sum())
+        if n == 0:
+            return q, qd
+        idx = due.nonzero().squeeze(-1)
+        kick = torch.zeros(self.num_envs, 6, dtype=self.dtype, device=self.device)
+        kick = kick.index_copy(0, idx, dr.sample_push(self.cfg.domain_rand, n, self.device).to(self.dtype))
+        pad = torch.zeros(self.num_envs, qd.shape[1] - 6, dtype=self.dtype, device=self.device)
+        timers = dr.sample_push_interval(self.cfg.domain_rand, n, self.control_dt, self.device)
+        self.push_timer = self.push_timer.index_copy(0, idx, timers)
+        return q, qd + torch.cat([kick, pad], dim=-1)
+
+    def _diverged(self, q: torch.Tensor, qd: torch.Tensor) -> torch.Tensor:
+        """[E] bool: any non-finite entry, |qd| above max_abs_qd or |base position| above max_abs_pos."""
+        with torch.no_grad():
+            finite = torch.isfinite(q).all(dim=-1) & torch.isfinite(qd).all(dim=-1)
+            huge = (qd.abs().amax(dim=-1) > self.cfg.env.max_abs_qd) | (
+                q[:, :3].abs().amax(dim=-1) > self.cfg.env.max_abs_pos
+            )
+            return ~finite | huge
+
+    # ------------------------------------------------------------------ checkpoint
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue bit-exactly (detached)."""
+        return {
+            "q": self.q.detach().clone(),
+            "qd": self.qd.detach().clone(),
+            "frame": self.frame.clone(),
+            "episode_len": self.episode_len.clone(),
+            "episode_return": self.episode_return.clone(),
+            "last_action": self.last_action.detach().clone(),
+            "push_timer": self.push_timer.clone(),
+            "params": {k: v.clone() for k, v in self.params.state_dict().items()},
+            "transition": self.transition.state_dict(),
+        }
+
+    def load_state_dict(self, d: dict[str, Any]) -> None:
+        if tuple(d["q"].shape) != tuple(self.q.shape):
+            raise ValueError(f"env state has {d['q'].shape[0]} envs, this run has {self.num_envs}")
+        dev, dt = self.device, self.dtype
+        self.q = d["q"].to(dev, dt)
+        self.qd = d["qd"].to(dev, dt)
+        self.frame = d["frame"].to(dev)
+        self.episode_len = d["episode_len"].to(dev)
+        self.episode_return = d["episode_return"].to(dev)
+        self.last_action = d["last_action"].to(dev, dt)
+        self.push_timer = d["push_timer"].to(dev)
+        self.params = dr.EnvParams.from_state_dict({k: v.to(dev) for k, v in d["params"].items()})
+        self.sim_params_applied = apply_params_to_sim(self.sim, self.params)
+        self.transition.load_state_dict(d.get("transition", {}))
+
+
+# ---------------------------------------------------------------------------------------------
+# simulator glue
+
+
+def make_simulator(cfg: TrainConfig, robot: RobotSpec, device: torch.device) -> Any:
+    """Build the differentiable simulator for ``cfg`` (E envs, dtype, dt, substeps, kappa)."""
+    from bcg_deploy.diffsim import SimConfig, Simulator
+
+    kwargs = dict(
+        num_envs=cfg.env.num_envs,
+        device=str(device),
+        dtype=cfg.sim.dtype,
+        physics_dt=cfg.sim.physics_dt,
+        substeps=cfg.sim.substeps,
+    )
+    fields = getattr(SimConfig, "__dataclass_fields__", {})
+    if "kappa" in fields:
+        kwargs["kappa"] = cfg.sim.kappa
+    return Simulator(robot, SimConfig(**kwargs))
+
+
+def apply_params_to_sim(sim: Any, params: dr.EnvParams) -> dict[str, bool]:
+    """Hand the per-env physical parameters to the simulator where it has a setter; report which."""
+    applied: dict[str, bool] = {}
+    setter = getattr(sim, "set_env_params", None)
+    names = ("friction", "base_mass_add", "link_mass_scale", "link_com_offset", "kp_scale", "kd_scale",
+             "armature_scale", "joint_friction_scale")  # fmt: skip
+    if setter is None:
+        return {n: False for n in names}
+    accepted = setter(**{n: getattr(params, n) for n in names})
+    for n in names:
+        applied[n] = bool(accepted.get(n, False)) if isinstance(accepted, dict) else True
+    return applied

@@ -1,0 +1,347 @@
+"""The training run: build env + SHAC + ADD from a ``TrainConfig``, iterate, log, checkpoint, resume.
+
+``train(cfg, resume=None, on_iteration=None) -> TrainResult`` is the one library call behind
+``bcgd train``. Each iteration: linear learning-rate decay, one differentiable SHAC window
+(``SHAC.rollout``), the actor step, the critic (TD(lambda), ensemble, Polyak target), the running
+normalisers, the discriminator step; then metrics to ``metrics.jsonl`` / TensorBoard and the
+``on_iteration`` callback (the CLI's rich progress). ``run.pt`` is written atomically every
+``runner.save_every`` iterations and at the end, never from a non-finite model (the refusal is logged
+in ``events.jsonl``). A run resumed from ``run.pt`` continues bit-exactly on CPU: the checkpoint holds
+the env state, replay buffer, optimisers, normalisers and every RNG state.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+from bcg_deploy.errors import BcgdError
+from bcg_deploy.motions.motion import Motion
+from bcg_deploy.robots import load_robot
+from bcg_deploy.training import checkpoint as ckpt_io
+from bcg_deploy.training.add import ADD
+from bcg_deploy.training.config import MotionCfg, TrainConfig, from_dict, to_dict
+from bcg_deploy.training.env import ImitationEnv
+from bcg_deploy.training.logger import MetricsLogger, plot_learning_curve
+from bcg_deploy.training.shac import SHAC
+
+CHECKPOINT_NAME = "run.pt"
+TRAINING_KEYS = ("env_state", "add_replay", "shac_state", "episode_history")
+EPISODE_WINDOW = 100
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    checkpoint: Path | None
+    iteration: int
+    metrics: dict
+    events: list[dict] = field(default_factory=list)
+
+
+def load_motion(mcfg: MotionCfg, robot) -> Motion:  # noqa: ANN001
+    """The reference clip of a config: a task name or a LAFAN1-format CSV window."""
+    from bcg_deploy import motions
+
+    if mcfg.csv:
+        path = Path(mcfg.csv)
+        if not path.is_file():
+            raise BcgdError(f"motion file {path} not found (expected a LAFAN1-format G1 CSV)")
+        return motions.load_lafan1_csv(path, mcfg.start_s, mcfg.duration_s, robot)
+    return motions.load_task_motion(mcfg.task)
+
+
+def _device(name: str) -> torch.device:
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise BcgdError(f"device {name!r} requested but CUDA is not available (use --device cpu)")
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise BcgdError(f"device {name!r} is not a torch device (expected cpu or cuda[:N])") from None
+
+
+def seed_everything(seed: int) -> None:
+    import random
+
+    random.seed(seed)
+    np.random.seed(seed)  # noqa: NPY002 - legacy global, restored by checkpoint.restore_rng
+    torch.manual_seed(seed)
+
+
+class Trainer:
+    """Owns one run's objects; ``run()`` iterates to ``runner.iterations`` (or ``stop_at``)."""
+
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        resume: Path | None = None,
+        motion: Motion | None = None,
+        sim: Any = None,
+        on_iteration: Callable[[dict], None] | None = None,
+        on_event: Callable[[dict], None] | None = None,
+    ) -> None:
+        self.robot = load_robot(cfg.robot)
+        ckpt = None
+        if resume is not None:
+            ckpt = load_resume_checkpoint(resume, self.robot)
+            motion = ckpt_io.motion_from_checkpoint(ckpt)
+        cfg.validate()
+        self.cfg = cfg
+        self.device = _device(cfg.runner.device)
+        if cfg.runner.threads > 0:
+            torch.set_num_threads(cfg.runner.threads)
+        if cfg.bcg.enabled:
+            raise BcgdError("bcg.enabled: Bundled Contact Gradients are not implemented yet (set bcg.enabled=false)")
+        seed_everything(cfg.runner.seed)
+        self.motion = motion if motion is not None else load_motion(cfg.motion, self.robot)
+        dtype = torch.float64 if cfg.sim.dtype == "float64" else torch.float32
+        self.env = ImitationEnv(cfg, self.robot, self.motion, sim=sim, device=self.device)
+        self.add = ADD(self.env.feature_dim, cfg.add).to(self.device, dtype)
+        self.env.add = self.add
+        self.shac = SHAC(cfg.shac, self.env.obs_dim, self.env.num_actions, cfg.env.num_envs).to(self.device, dtype)
+        self.run_dir = Path(cfg.runner.out_dir)
+        self.iteration = 0
+        self.episode_len: collections.deque = collections.deque(maxlen=EPISODE_WINDOW)
+        self.episode_return: collections.deque = collections.deque(maxlen=EPISODE_WINDOW)
+        self.events: list[dict] = []
+        self.on_iteration = on_iteration
+        self.on_event = on_event
+        self.last_metrics: dict = {}
+        if ckpt is not None:
+            self._restore(ckpt)
+        else:
+            self.env.reset()
+        self.logger = MetricsLogger(
+            self.run_dir, cfg.runner.tensorboard, resume_iteration=self.iteration if ckpt is not None else None
+        )
+        self._write_config()
+
+    # ------------------------------------------------------------------ checkpoint
+
+    def _write_config(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        text = yaml.safe_dump(to_dict(self.cfg), sort_keys=False)
+        tmp = self.run_dir / ".config.yaml.tmp"
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(self.run_dir / "config.yaml")
+
+    def payload(self) -> dict:
+        """The run.pt dict (checkpoint schema + the training state needed for an exact resume)."""
+        cfg_plain = to_dict(self.cfg)
+        cfg_plain["sim"]["control_dt"] = self.env.control_dt
+        p = ckpt_io.build_checkpoint(
+            robot=self.robot,
+            motion=self.motion,
+            observation=self.env.obs_module,
+            config=cfg_plain,
+            actor=self.shac.actor,
+            obs_normalizer=self.shac.obs_normalizer,
+            critics=list(self.shac.critic.members),
+            target_critics=list(self.shac.target_critic.members),
+            discriminator=self.add.disc,
+            add_normalizer=self.add.norm,
+            optimizers={
+                "actor": self.shac.actor_optimizer,
+                "critic": self.shac.critic_optimizer,
+                "discriminator": self.add.optimizer,
+            },
+            iteration=self.iteration,
+            metrics={k: v for k, v in self.last_metrics.items() if isinstance(v, (int, float))},
+        )
+        p["env_state"] = ckpt_io.plain(self.env.state_dict())
+        p["add_replay"] = ckpt_io.plain(self.add.replay.state_dict())
+        p["shac_state"] = {
+            "ret": self.shac.ret.detach().cpu().clone(),
+            "ret_normalizer": ckpt_io.plain(self.shac.ret_normalizer.state_dict()),
+            "counters": dict(self.shac.counters),
+        }
+        p["episode_history"] = {"len": list(self.episode_len), "return": list(self.episode_return)}
+        p["sim_params_applied"] = dict(self.env.sim_params_applied)
+        return p
+
+    def save(self) -> Path | None:
+        """Write run.pt atomically unless the model is non-finite (then log and keep the old file)."""
+        path = self.run_dir / CHECKPOINT_NAME
+        if not self.shac.parameters_finite():
+            self._event("checkpoint_refused", f"model has non-finite values at iteration {self.iteration}; kept {path}")
+            return None
+        try:
+            ckpt_io.save_checkpoint(path, self.payload())
+        except ckpt_io.NonFiniteCheckpointError as exc:
+            self._event("checkpoint_refused", str(exc))
+            return None
+        return path
+
+    def _restore(self, ck: dict) -> None:
+        spec = self.env.obs_module.spec()
+        if ckpt_io.plain(spec) != ck["observation"]:
+            raise BcgdError("checkpoint observation layout differs from this version's 849-dim observation")
+        dev = self.device
+        s = self.shac
+        try:
+            s.actor.load_state_dict(ck["actor"])
+            s.obs_normalizer.load_state_dict(ck["obs_normalizer"])
+            for m, sd in zip(s.critic.members, ck["critics"], strict=True):
+                m.load_state_dict(sd)
+            for m, sd in zip(s.target_critic.members, ck["target_critics"], strict=True):
+                m.load_state_dict(sd)
+            s.actor_optimizer.load_state_dict(_optimizer_state(ck["optimizers"]["actor"]))
+            s.critic_optimizer.load_state_dict(_optimizer_state(ck["optimizers"]["critic"]))
+            self.add.disc.load_state_dict(ck["discriminator"])
+            self.add.norm.load_state_dict(ck["add_normalizer"])
+            self.add.optimizer.load_state_dict(_optimizer_state(ck["optimizers"]["discriminator"]))
+            self.add.replay.load_state_dict(ck["add_replay"])
+            st = ck["shac_state"]
+            s.ret.copy_(st["ret"].to(dev))
+            s.ret_normalizer.load_state_dict(st["ret_normalizer"])
+            s.counters.update({k: int(v) for k, v in st["counters"].items()})
+            self.env.load_state_dict(ck["env_state"])
+        except (KeyError, RuntimeError, ValueError) as exc:
+            msg = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+            raise BcgdError(f"checkpoint does not match this configuration ({msg})") from None
+        self.add.to(dev)
+        self.shac.to(dev)
+        self.iteration = int(ck["iteration"])
+        self.episode_len.extend(ck["episode_history"]["len"])
+        self.episode_return.extend(ck["episode_history"]["return"])
+        self.last_metrics = dict(ck.get("metrics", {}))
+        ckpt_io.restore_rng(ck["rng"])
+
+    # ------------------------------------------------------------------ loop
+
+    def _event(self, kind: str, message: str) -> None:
+        e = {"iteration": self.iteration, "event": kind, "message": message}
+        self.events.append(e)
+        if hasattr(self, "logger"):
+            self.logger.event(self.iteration, kind, message)
+        if self.on_event is not None:
+            self.on_event(e)
+
+    def step(self) -> dict:
+        """One SHAC iteration; returns its metrics."""
+        cfg = self.cfg
+        it = self.iteration
+        t0 = time.perf_counter()
+        a_lr, c_lr = self.shac.set_learning_rate(it, cfg.runner.iterations)
+        if it == cfg.debug.inject_nan_iteration:
+            self.env.inject_nan(cfg.debug.inject_nan_step)
+        roll = self.shac.rollout(self.env)
+        actor_stats = self.shac.update_actor(roll.actor_loss)
+        roll.actor_loss = roll.actor_loss.detach()
+        critic_stats = self.shac.update_critic(roll)
+        self.shac.update_normalizers(roll)
+        disc_stats = self.add.update(roll.deltas[roll.valid])
+        self.iteration = it + 1
+        dt = time.perf_counter() - t0
+        st = roll.stats
+        self.episode_len.extend(st["episode_len"])
+        self.episode_return.extend(st["episode_return"])
+        if st["diverged"]:
+            self._event("diverged_envs", f"{st['diverged']} env-steps non-finite or exploding: reset, contributed 0")
+        if actor_stats.get("actor_skipped"):
+            self._event("actor_update_skipped", "non-finite actor loss or gradient norm: update skipped")
+        if actor_stats.get("actor_nan_grad_tensors"):
+            self._event("nan_gradients_zeroed", f"{int(actor_stats['actor_nan_grad_tensors'])} actor tensors")
+        track = torch.stack(st["tracking_error"])
+        track_cm = float(torch.nanmean(track.double())) * 100.0 if bool(torch.isfinite(track).any()) else math.nan
+        n_steps = cfg.env.num_envs * cfg.shac.horizon
+        m = {
+            "iteration": self.iteration,
+            "time_s": dt,
+            "iterations_per_s": 1.0 / dt,
+            "env_steps_per_s": n_steps / dt,
+            "reward": float(roll.raw_rewards.mean()),
+            "reward_add": float(torch.stack(st["reward_add"]).mean()),
+            "reward_action_rate": float(torch.stack(st["reward_action_rate"]).mean()),
+            "tracking_error_cm": track_cm,
+            "episode_length": float(np.mean(self.episode_len)) if self.episode_len else math.nan,
+            "episode_return": float(np.mean(self.episode_return)) if self.episode_return else math.nan,
+            "episodes_done": len(st["episode_len"]),
+            "falls": st["fell"],
+            "timeouts": st["timeout"],
+            "diverged": st["diverged"],
+            "action_std": float(self.shac.actor.std.detach().mean()),
+            "actor_lr": a_lr,
+            "critic_lr": c_lr,
+            "reward_scale": self.shac.reward_scale(),
+            **actor_stats,
+            **critic_stats,
+            **disc_stats,
+            **{f"count_{k}": v for k, v in self.shac.counters.items()},
+        }
+        if st["foot_force"]:
+            m["foot_force_max"] = float(torch.stack(st["foot_force"]).amax())
+        self.last_metrics = m
+        self.logger.log(m)
+        if self.on_iteration is not None:
+            self.on_iteration(m)
+        return m
+
+    def run(self) -> TrainResult:
+        cfg = self.cfg.runner
+        end = cfg.iterations if cfg.stop_at <= 0 else min(cfg.stop_at, cfg.iterations)
+        saved: Path | None = None
+        try:
+            while self.iteration < end:
+                self.step()
+                if self.iteration % cfg.save_every == 0 or self.iteration == end:
+                    saved = self.save() or saved
+        except KeyboardInterrupt:
+            self._event("interrupted", f"stopped at iteration {self.iteration}; saving")
+            saved = self.save() or saved
+        finally:
+            self.logger.close()
+        try:
+            plot_learning_curve(self.run_dir)
+        except Exception as exc:  # noqa: BLE001 - a plot must never fail a run
+            self._event("plot_failed", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return TrainResult(self.run_dir, saved, self.iteration, self.last_metrics, self.events)
+
+
+def _optimizer_state(sd: dict) -> dict:
+    """An optimizer state dict as stored by ``checkpoint.plain`` (str keys) back to torch's int keys."""
+    return {**sd, "state": {int(k): v for k, v in sd["state"].items()}}
+
+
+def load_resume_checkpoint(path: Path, robot) -> dict:  # noqa: ANN001
+    """``load_checkpoint`` plus the training-only keys a resume needs; one-line BcgdError otherwise."""
+    try:
+        ck = ckpt_io.load_checkpoint(path, robot)
+    except BcgdError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure of a foreign file is bad input
+        raise BcgdError(f"checkpoint {path} is not a readable torch file ({type(exc).__name__})") from None
+    for key in TRAINING_KEYS:
+        if key not in ck:
+            raise BcgdError(f"checkpoint {path} lacks training state {key!r}; cannot resume from it")
+    return ck
+
+
+def resume_config(path: Path) -> TrainConfig:
+    """The config stored in a run.pt (for ``--resume``; the CLI applies explicit options on top)."""
+    ck = load_resume_checkpoint(Path(path), None)
+    d = dict(ck["config"])
+    d["sim"] = {k: v for k, v in d["sim"].items() if k != "control_dt"}
+    return from_dict(d)
+
+
+def train(
+    cfg: TrainConfig,
+    resume: Path | None = None,
+    on_iteration: Callable[[dict], None] | None = None,
+    on_event: Callable[[dict], None] | None = None,
+    motion: Motion | None = None,
+    sim: Any = None,
+) -> TrainResult:
+    """Train (or resume) a policy; see the module docstring."""
+    trainer = Trainer(cfg, resume=resume, motion=motion, sim=sim, on_iteration=on_iteration, on_event=on_event)
+    return trainer.run()
