@@ -1,0 +1,260 @@
+"""The exported policy as sim2sim sees it: an onnxruntime session plus its validated metadata.
+
+sim2sim reads nothing but the ONNX file (graph + ``metadata_props``) and the packaged robot model;
+it never imports the training or export code. Every way the file can be unusable (unreadable, no
+metadata, wrong inputs, wrong joint count or order, other robot model) is a one-line ``BcgdError``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from bcg_deploy.errors import BcgdError
+from bcg_deploy.robots import RobotSpec
+from bcg_deploy.sim2sim.reference import Reference
+
+INPUT_NAMES = ("base_pos", "base_quat", "base_lin_vel", "base_ang_vel", "joint_pos", "joint_vel", "time_step")
+TARGET_OUTPUT = "joint_pos_target"
+REF_KEYS = ("joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w")
+# Output names the reference frame may carry (an output cannot share the name of an input).
+_REF_PREFIXES = ("", "ref_", "reference_", "motion_")
+REQUIRED_KEYS = (
+    "joint_names",
+    "joint_stiffness",
+    "joint_damping",
+    "default_joint_pos",
+    "body_names",
+    "bcgd.control_dt",
+    "bcgd.effort_limit",
+    "bcgd.robot",
+    "bcgd.motion",
+)
+
+
+@dataclass(frozen=True)
+class PolicyMetadata:
+    """What sim2sim needs from ``metadata_props``, parsed and checked (arrays in joint order, float64)."""
+
+    joint_names: tuple[str, ...]
+    body_names: tuple[str, ...]
+    kp: np.ndarray  # N m / rad
+    kd: np.ndarray  # N m s / rad
+    default_joint_pos: np.ndarray  # rad
+    action_scale: np.ndarray | None
+    effort_limit: np.ndarray  # N m
+    armature: np.ndarray | None  # kg m^2
+    control_dt: float  # s
+    physics_dt: float | None  # s, of the training simulator
+    robot: dict
+    motion: dict
+    num_frames: int
+    input_noise: dict | None
+    domain_randomization: dict | None
+    push: dict | None
+    exporter_version: str | None
+    raw: dict = field(repr=False, default_factory=dict)
+
+
+def _csv_floats(meta: dict, key: str, path: Path) -> np.ndarray:
+    try:
+        return np.array([float(x) for x in meta[key].split(",")], dtype=np.float64)
+    except ValueError:
+        raise BcgdError(f"{path}: metadata {key!r} is not a comma-separated list of numbers") from None
+
+
+def _json(meta: dict, key: str, path: Path):
+    if key not in meta:
+        return None
+    try:
+        return json.loads(meta[key])
+    except json.JSONDecodeError:
+        raise BcgdError(f"{path}: metadata {key!r} is not valid JSON") from None
+
+
+def parse_metadata(meta: dict[str, str], path: Path, spec: RobotSpec, force: bool = False) -> PolicyMetadata:
+    """Parse and validate ``metadata_props`` against the packaged robot ``spec``.
+
+    The robot model hash must match ``spec.model_hash`` unless ``force``; joint names must be the
+    robot's, in its order.
+    """
+    if not any(k.startswith("bcgd.") for k in meta):
+        raise BcgdError(f"{path}: no bcgd metadata in the ONNX file; expected a policy written by `bcgd export`")
+    missing = [k for k in REQUIRED_KEYS if k not in meta]
+    if missing:
+        raise BcgdError(f"{path}: metadata is missing {', '.join(missing)}; expected a policy written by `bcgd export`")
+    joints = tuple(s.strip() for s in meta["joint_names"].split(","))
+    if len(joints) != spec.num_joints:
+        raise BcgdError(
+            f"{path}: metadata joint_names has {len(joints)} joints, robot {spec.name} has {spec.num_joints}"
+        )
+    if joints != spec.joint_names:
+        bad = next(i for i, (a, b) in enumerate(zip(joints, spec.joint_names, strict=True)) if a != b)
+        raise BcgdError(
+            f"{path}: joint {bad} is {joints[bad]!r}, robot {spec.name} has {spec.joint_names[bad]!r} "
+            "(joint order must be the robot's)"
+        )
+    bodies = tuple(s.strip() for s in meta["body_names"].split(","))
+    if bodies != spec.body_names:
+        raise BcgdError(f"{path}: metadata body_names ({len(bodies)}) differ from robot {spec.name}'s bodies")
+    robot = _json(meta, "bcgd.robot", path)
+    if not isinstance(robot, dict) or "model_hash" not in robot:
+        raise BcgdError(f"{path}: metadata bcgd.robot must be a JSON object with name and model_hash")
+    if robot.get("name") != spec.name and not force:
+        raise BcgdError(f"{path}: policy is for robot {robot.get('name')!r}, not {spec.name!r}; pass --force to run")
+    if robot["model_hash"] != spec.model_hash and not force:
+        raise BcgdError(
+            f"{path}: policy was trained on robot model {str(robot['model_hash'])[:12]}, the packaged "
+            f"{spec.name} model is {spec.model_hash[:12]}; pass --force to run anyway"
+        )
+    vectors = {}
+    for key in ("joint_stiffness", "joint_damping", "default_joint_pos"):
+        vectors[key] = _csv_floats(meta, key, path)
+    action_scale = _csv_floats(meta, "action_scale", path) if "action_scale" in meta else None
+    effort = np.asarray(_json(meta, "bcgd.effort_limit", path), dtype=np.float64)
+    armature = _json(meta, "bcgd.armature", path)
+    armature = None if armature is None else np.asarray(armature, dtype=np.float64)
+    for key, v in [*vectors.items(), ("bcgd.effort_limit", effort), ("bcgd.armature", armature)]:
+        if v is not None and v.shape != (spec.num_joints,):
+            raise BcgdError(f"{path}: metadata {key!r} has {v.size} values, expected {spec.num_joints}")
+    if action_scale is not None and action_scale.size not in (1, spec.num_joints):
+        raise BcgdError(f"{path}: metadata 'action_scale' has {action_scale.size} values, expected {spec.num_joints}")
+    if np.any(effort <= 0):
+        raise BcgdError(f"{path}: metadata 'bcgd.effort_limit' must be positive")
+    quat_order = _json(meta, "bcgd.quat_order", path)
+    if quat_order is not None and str(quat_order).lower() != "wxyz":
+        raise BcgdError(f"{path}: metadata bcgd.quat_order is {quat_order!r}; sim2sim expects 'wxyz'")
+    control_dt = _json(meta, "bcgd.control_dt", path)
+    if not isinstance(control_dt, (int, float)) or not control_dt > 0:
+        raise BcgdError(f"{path}: metadata bcgd.control_dt = {control_dt!r}: expected seconds > 0")
+    motion = _json(meta, "bcgd.motion", path)
+    if not isinstance(motion, dict) or int(motion.get("num_frames", 0)) < 2:
+        raise BcgdError(f"{path}: metadata bcgd.motion must give num_frames >= 2")
+    physics_dt = _json(meta, "bcgd.physics_dt", path)
+    exporter = _json(meta, "bcgd.exporter_version", path)
+    return PolicyMetadata(
+        joint_names=joints,
+        body_names=bodies,
+        kp=vectors["joint_stiffness"],
+        kd=vectors["joint_damping"],
+        default_joint_pos=vectors["default_joint_pos"],
+        action_scale=action_scale,
+        effort_limit=effort,
+        armature=armature,
+        control_dt=float(control_dt),
+        physics_dt=None if physics_dt is None else float(physics_dt),
+        robot=robot,
+        motion=motion,
+        num_frames=int(motion["num_frames"]),
+        input_noise=_json(meta, "bcgd.input_noise", path),
+        domain_randomization=_json(meta, "bcgd.domain_randomization", path),
+        push=_json(meta, "bcgd.push", path),
+        exporter_version=None if exporter is None else str(exporter),
+        raw=dict(meta),
+    )
+
+
+def make_inputs(num_joints: int) -> dict[str, np.ndarray]:
+    """Zeroed float32 [1, n] arrays for every policy input (the feeds of :meth:`OnnxPolicy.act`)."""
+    dims = {"base_pos": 3, "base_quat": 4, "base_lin_vel": 3, "base_ang_vel": 3}
+    dims |= {"joint_pos": num_joints, "joint_vel": num_joints, "time_step": 1}
+    return {k: np.zeros((1, n), np.float32) for k, n in dims.items()}
+
+
+def _session(path: Path):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.log_severity_level = 3
+    try:
+        return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own exception types for every kind of bad file
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BcgdError(f"cannot read policy {path}: not a loadable ONNX model ({first[:160]})") from None
+
+
+class OnnxPolicy:
+    """An exported bcgd policy: ``act`` maps raw robot state to joint position targets.
+
+    Inputs (float32, batch 1): base_pos [3] world, base_quat [4] w x y z, base_lin_vel [3] world,
+    base_ang_vel [3] base frame, joint_pos [J], joint_vel [J] (robot joint order), time_step [1]
+    (control step index into the clip). Output used: ``joint_pos_target`` [J] (rad).
+    """
+
+    def __init__(self, path: str | Path, spec: RobotSpec, force: bool = False):
+        path = Path(path)
+        if not path.is_file():
+            raise BcgdError(f"cannot read policy {path}: no such file")
+        if not os.access(path, os.R_OK):
+            raise BcgdError(f"cannot read policy {path}: permission denied")
+        self.path = path
+        self.sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
+        self.session = _session(path)
+        self._check_io(spec)
+        self.meta = parse_metadata(self.session.get_modelmeta().custom_metadata_map, path, spec, force)
+        self.num_joints = spec.num_joints
+
+    def _check_io(self, spec: RobotSpec) -> None:
+        ins = {i.name: i for i in self.session.get_inputs()}
+        if set(ins) != set(INPUT_NAMES):
+            raise BcgdError(
+                f"{self.path}: inputs ({', '.join(ins)}) do not match the expected ({', '.join(INPUT_NAMES)})"
+            )
+        dims = {"base_pos": 3, "base_quat": 4, "base_lin_vel": 3, "base_ang_vel": 3, "time_step": 1}
+        dims |= {"joint_pos": spec.num_joints, "joint_vel": spec.num_joints}
+        for name, n in dims.items():
+            shape = ins[name].shape
+            if len(shape) != 2 or (isinstance(shape[1], int) and shape[1] != n):
+                raise BcgdError(f"{self.path}: input {name} has shape {shape}, expected [batch, {n}]")
+        self.batch_dynamic = not isinstance(ins["time_step"].shape[0], int)
+        outs = [o.name for o in self.session.get_outputs()]
+        if TARGET_OUTPUT not in outs:
+            raise BcgdError(f"{self.path}: no output {TARGET_OUTPUT!r} (outputs: {', '.join(outs)})")
+        self.ref_outputs = {}
+        for key in REF_KEYS:
+            for p in _REF_PREFIXES:
+                if p + key in outs and p + key not in ins:
+                    self.ref_outputs[key] = p + key
+                    break
+            else:
+                raise BcgdError(f"{self.path}: no reference output for {key} (outputs: {', '.join(outs)})")
+
+    def act(self, inputs: dict[str, np.ndarray], time_step: int) -> np.ndarray:
+        """Joint position targets (rad, float64 [J]) for raw ``inputs`` (see :func:`make_inputs`)."""
+        inputs["time_step"][0, 0] = time_step
+        return self.session.run([TARGET_OUTPUT], inputs)[0][0].astype(np.float64)
+
+    def reference(self) -> Reference:
+        """The reference clip baked into the graph: its outputs at time_step 0 .. num_frames - 1."""
+        t = self.meta.num_frames
+        names = [self.ref_outputs[k] for k in REF_KEYS]
+        one = make_inputs(self.num_joints)
+        if self.batch_dynamic:
+            feeds = {k: np.repeat(v, t, axis=0) for k, v in one.items()}
+            feeds["base_quat"][:, 0] = 1.0
+            feeds["time_step"][:, 0] = np.arange(t, dtype=np.float32)
+            outs = self.session.run(names, feeds)
+        else:
+            feeds = one
+            feeds["base_quat"][0, 0] = 1.0
+            rows = []
+            for i in range(t):
+                feeds["time_step"][0, 0] = i
+                rows.append(self.session.run(names, feeds))
+            outs = [np.concatenate([r[n] for r in rows]) for n in range(len(names))]
+        arrays = {k: np.asarray(o, dtype=np.float64) for k, o in zip(REF_KEYS, outs, strict=True)}
+        nb = len(self.meta.body_names)
+        arrays["body_pos_w"] = arrays["body_pos_w"].reshape(t, nb, 3)
+        arrays["body_quat_w"] = arrays["body_quat_w"].reshape(t, nb, 4)
+        arrays["body_lin_vel_w"] = arrays["body_lin_vel_w"].reshape(t, nb, 3)
+        arrays["body_ang_vel_w"] = arrays["body_ang_vel_w"].reshape(t, nb, 3)
+        return Reference(fps=1.0 / self.meta.control_dt, source=f"policy {self.path.name}", **arrays)

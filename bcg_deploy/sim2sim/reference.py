@@ -1,0 +1,141 @@
+"""The reference clip a sim2sim run tracks, at the control rate, and the state maths around it.
+
+World frame, z up, metres, radians, quaternions w x y z. Body arrays are in ``RobotSpec.body_names``
+order (MuJoCo body id - 1; index 0 is the pelvis). MuJoCo state layout: qpos [36] = base position,
+base quaternion, 29 joints; qvel [35] = base linear velocity (world), base angular velocity (base
+frame), 29 joint rates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A reference clip sampled at ``fps`` (the control rate); T frames.
+
+    Root quantities are those of the pelvis (body 0): position, orientation, and linear and angular
+    velocity in the world frame.
+    """
+
+    fps: float
+    joint_pos: np.ndarray  # [T, J] rad
+    joint_vel: np.ndarray  # [T, J] rad/s
+    body_pos_w: np.ndarray  # [T, NB, 3] m
+    body_quat_w: np.ndarray  # [T, NB, 4] w x y z
+    body_lin_vel_w: np.ndarray  # [T, NB, 3] m/s
+    body_ang_vel_w: np.ndarray  # [T, NB, 3] rad/s
+    source: str = ""
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.joint_pos.shape[0])
+
+    @property
+    def root_pos(self) -> np.ndarray:
+        return self.body_pos_w[:, 0]
+
+    @property
+    def root_quat(self) -> np.ndarray:
+        return self.body_quat_w[:, 0]
+
+    @property
+    def root_lin_vel(self) -> np.ndarray:
+        return self.body_lin_vel_w[:, 0]
+
+    @property
+    def root_ang_vel(self) -> np.ndarray:
+        return self.body_ang_vel_w[:, 0]
+
+    def truncated(self, num_frames: int) -> Reference:
+        """The first ``num_frames`` frames."""
+        n = max(2, min(num_frames, self.num_frames))
+        return Reference(
+            self.fps,
+            self.joint_pos[:n],
+            self.joint_vel[:n],
+            self.body_pos_w[:n],
+            self.body_quat_w[:n],
+            self.body_lin_vel_w[:n],
+            self.body_ang_vel_w[:n],
+            self.source,
+        )
+
+
+def reference_from_motion(motion) -> Reference:
+    """A :class:`Reference` from a ``bcg_deploy.motions.Motion`` (the ``--motion`` replay case)."""
+    f = lambda a: np.asarray(a, dtype=np.float64)  # noqa: E731
+    return Reference(
+        fps=float(motion.fps),
+        joint_pos=f(motion.joint_pos),
+        joint_vel=f(motion.joint_vel),
+        body_pos_w=f(motion.body_pos_w),
+        body_quat_w=f(motion.body_quat_w),
+        body_lin_vel_w=f(motion.body_lin_vel_w),
+        body_ang_vel_w=f(motion.body_ang_vel_w),
+        source=f"motion {motion.name}",
+    )
+
+
+def reference_from_states(model: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndarray, fps: float) -> Reference:
+    """Build a Reference from MuJoCo states [T, nq], [T, nv] by forward kinematics on ``model``."""
+    d = mujoco.MjData(model)
+    t, nb = qpos.shape[0], model.nbody - 1
+    pos, quat = np.zeros((t, nb, 3)), np.zeros((t, nb, 4))
+    lin, ang = np.zeros((t, nb, 3)), np.zeros((t, nb, 3))
+    vel = np.zeros(6)
+    for i in range(t):
+        d.qpos[:], d.qvel[:] = qpos[i], qvel[i]
+        mujoco.mj_forward(model, d)
+        pos[i], quat[i] = d.xpos[1:], d.xquat[1:]
+        for b in range(1, model.nbody):
+            mujoco.mj_objectVelocity(model, d, mujoco.mjtObj.mjOBJ_XBODY, b, vel, 0)
+            ang[i, b - 1], lin[i, b - 1] = vel[:3], vel[3:]
+    return Reference(fps, qpos[:, 7:].copy(), qvel[:, 6:].copy(), pos, quat, lin, ang, "states")
+
+
+def quat_rotate_inverse(q: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Rotate world vectors ``v`` [..., 3] into the frame of unit quaternions ``q`` [..., 4] (w x y z)."""
+    w, u = q[..., :1], -q[..., 1:]
+    t = 2.0 * np.cross(u, v)
+    return v + w * t + np.cross(u, t)
+
+
+def nlerp(q0: np.ndarray, q1: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """Normalised linear interpolation of quaternions (shortest arc), ``a`` in [0, 1] per row."""
+    s = np.where(np.sum(q0 * q1, axis=-1, keepdims=True) < 0.0, -1.0, 1.0)
+    q = (1.0 - a) * q0 + a * s * q1
+    return q / np.linalg.norm(q, axis=-1, keepdims=True)
+
+
+def root_state(ref: Reference, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Base qpos [7] and qvel [6] (MuJoCo convention) of reference frame ``k``."""
+    qpos = np.concatenate([ref.root_pos[k], ref.root_quat[k] / np.linalg.norm(ref.root_quat[k])])
+    qvel = np.concatenate([ref.root_lin_vel[k], quat_rotate_inverse(qpos[3:], ref.root_ang_vel[k])])
+    return qpos, qvel
+
+
+def initial_state(ref: Reference, nq: int, nv: int) -> tuple[np.ndarray, np.ndarray]:
+    """MuJoCo qpos, qvel of reference frame 0 (reference state initialisation, as in training)."""
+    qpos, qvel = np.zeros(nq), np.zeros(nv)
+    qpos[:7], qvel[:6] = root_state(ref, 0)
+    qpos[7:], qvel[6:] = ref.joint_pos[0], ref.joint_vel[0]
+    return qpos, qvel
+
+
+def base_track(ref: Reference, num_steps: int, dt: float) -> tuple[np.ndarray, np.ndarray]:
+    """Base qpos [N + 1, 7] and qvel [N + 1, 6] of the reference at physics steps 0..N of ``dt`` s,
+    interpolated between frames (linear; quaternion nlerp). Used to pin the base."""
+    t = np.arange(num_steps + 1) * dt * ref.fps
+    k0 = np.minimum(np.floor(t + 1e-9).astype(int), ref.num_frames - 1)
+    k1 = np.minimum(k0 + 1, ref.num_frames - 1)
+    a = np.clip(t - k0, 0.0, 1.0)[:, None]
+    pos = (1 - a) * ref.root_pos[k0] + a * ref.root_pos[k1]
+    quat = nlerp(ref.root_quat[k0], ref.root_quat[k1], a)
+    lin = (1 - a) * ref.root_lin_vel[k0] + a * ref.root_lin_vel[k1]
+    ang_w = (1 - a) * ref.root_ang_vel[k0] + a * ref.root_ang_vel[k1]
+    return np.concatenate([pos, quat], axis=1), np.concatenate([lin, quat_rotate_inverse(quat, ang_w)], axis=1)

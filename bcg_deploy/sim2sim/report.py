@@ -1,0 +1,161 @@
+"""The sim2sim report: settings + per-run and aggregate metrics, as JSON, a rich table and a plot.
+
+The JSON holds no wall-clock figures, so the same seed and settings give a byte-identical file.
+Aggregates are mean and population standard deviation (ddof 0) over runs of the finite values.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from bcg_deploy.errors import BcgdError
+from bcg_deploy.sim2sim import metrics
+
+METRICS = (
+    ("e_track_cm", "E_track (cm)", "{:.2f}"),
+    ("joint_rmse_rad", "joint RMSE (rad)", "{:.4f}"),
+    ("root_pos_err_cm", "root err (cm)", "{:.2f}"),
+    ("foot_penetration_mm", "foot pen. (mm)", "{:.2f}"),
+    ("torque_saturation", "torque sat.", "{:.3f}"),
+)
+REPORT_VERSION = 1
+
+
+@dataclass
+class Report:
+    """``settings`` (what was run), ``runs`` (RunResult per seeded run), ``aggregate`` (mean/std, falls).
+    ``extras`` holds run-to-run varying facts (wall time, video file) that stay out of the JSON."""
+
+    settings: dict
+    runs: list  # list[RunResult]
+    aggregate: dict
+    extras: dict = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, settings: dict, runs: list) -> Report:
+        agg = {"runs": len(runs), "falls": int(sum(r.fell for r in runs))}
+        falls_t = [r.fall_time_s for r in runs if r.fell]
+        agg["mean_fall_time_s"] = float(np.mean(falls_t)) if falls_t else None
+        for key, _, _ in METRICS:
+            mean, std = metrics.mean_std([getattr(r, key) for r in runs])
+            agg[key] = {"mean": mean, "std": std}
+        return cls(settings, runs, agg)
+
+    def to_dict(self) -> dict:
+        return _finite(
+            {
+                "report_version": REPORT_VERSION,
+                "settings": self.settings,
+                "aggregate": self.aggregate,
+                "runs": [r.to_dict() for r in self.runs],
+            }
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False, allow_nan=False) + "\n"
+
+    def write_json(self, path: str | Path) -> Path:
+        return atomic_write_bytes(path, self.to_json().encode())
+
+    def table(self):
+        """A rich Table: one row per run, then mean +/- std."""
+        from rich.table import Table
+
+        s = self.settings
+        title = f"sim2sim {s['mode']}: {s['reference']['source']}, physics {1 / s['physics_dt']:.0f} Hz"
+        t = Table("run", "fell", "fall t (s)", *(label for _, label, _ in METRICS), title=title)
+        for r in self.runs:
+            cells = [_fmt(fmt, getattr(r, key)) for key, _, fmt in METRICS]
+            fall = f"{r.fall_time_s:.2f}" if r.fell else "-"
+            t.add_row(str(r.index), "[red]yes[/]" if r.fell else "no", fall, *cells)
+        a = self.aggregate
+        cells = [f"{_fmt(fmt, a[key]['mean'])} +/- {_fmt(fmt, a[key]['std'])}" for key, _, fmt in METRICS]
+        mft = a["mean_fall_time_s"]
+        t.add_row("all", f"{a['falls']}/{a['runs']}", "-" if mft is None else f"{mft:.2f}", *cells, style="bold")
+        return t
+
+    def plot(self, path: str | Path) -> Path:
+        """PNG: mean body position error (cm) and joint RMS error over time, one line per run."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
+        for r in self.runs:
+            s = r.series
+            if not len(s.get("t", [])):
+                continue
+            (line,) = ax1.plot(s["t"], s["body_err_cm"], lw=1, label=f"run {r.index}")
+            ax2.plot(s["t"], s["joint_err_rad"], lw=1, color=line.get_color())
+            if r.fell:
+                ax1.axvline(r.fall_time_s, color=line.get_color(), ls=":", lw=1)
+        ax1.set_ylabel("body position error (cm)")
+        ax2.set_ylabel("joint RMS error (rad)")
+        ax2.set_xlabel("time (s)")
+        ax1.set_title(f"sim2sim {self.settings['mode']}: {self.settings['reference']['source']} (dotted: fall)")
+        ax1.legend(fontsize=8, loc="upper left")
+        for ax in (ax1, ax2):
+            ax.grid(alpha=0.3)
+        fig.tight_layout()
+        path = Path(path)
+        _ensure_dir(path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
+        os.close(fd)
+        try:
+            fig.savefig(tmp, dpi=110)
+            os.replace(tmp, path)
+        finally:
+            plt.close(fig)
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return path
+
+
+def _fmt(fmt: str, v) -> str:
+    return "nan" if v is None or (isinstance(v, float) and not math.isfinite(v)) else fmt.format(v)
+
+
+def _finite(x):
+    """JSON-safe copy: NaN/inf -> None, numpy scalars/arrays -> Python."""
+    if isinstance(x, dict):
+        return {str(k): _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _finite(x.tolist())
+    if isinstance(x, (np.floating, float)):
+        return float(x) if math.isfinite(x) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.bool_):
+        return bool(x)
+    return x
+
+
+def _ensure_dir(path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BcgdError(f"cannot write {path}: {exc.strerror}") from None
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to a temporary file beside ``path``, then rename it over ``path``."""
+    path = Path(path)
+    _ensure_dir(path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise BcgdError(f"cannot write {path}: {exc.strerror}") from None
+    return path

@@ -1,0 +1,593 @@
+"""Run an exported policy (or a reference replay) in MuJoCo and measure how well it tracks its clip.
+
+Simulation (stated in every report): the packaged G1 scene (``RobotSpec.scene_path``), physics at
+``physics_dt`` (default 0.002 s = 500 Hz, the G1's low-level rate), MuJoCo's semi-implicit Euler
+integrator, Newton solver, pyramidal friction cones (the MJCF's), 100 solver iterations. The policy
+runs every ``control_dt`` (metadata ``bcgd.control_dt``), which must be a whole number of physics steps.
+
+PD: the MJCF's position actuators are turned into plain torque motors (gain 1, no bias, control range
++/- the metadata effort limit), and at EVERY physics step we compute
+``tau = clip(kp (q_target - q) - kd qd, -effort, effort)`` with kp, kd, effort from the policy's
+metadata and write it to ``ctrl``. The PD is therefore explicit like the robot's joint controller,
+applied exactly once, and the armature is the metadata's (``bcgd.armature``) when present.
+
+A run starts in reference frame 0 (root pose and velocity, joints), as training's reference state
+initialisation. Control step k (time k * control_dt): the policy reads the (delayed, noisy) state and
+``time_step = k``; its target reaches the PD after the action latency; after the step the state is
+compared with reference frame k + 1. A run ends at the clip's last frame or when the root (pelvis)
+falls below ``fall_height`` (metrics then cover the frames up to the fall).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import mujoco
+import numpy as np
+
+from bcg_deploy.errors import BcgdError
+from bcg_deploy.robots import RobotSpec, load_robot
+from bcg_deploy.sim2sim import metrics
+from bcg_deploy.sim2sim.injection import (
+    ActionDelayLine,
+    DomainRandomization,
+    DrSample,
+    LatencySampler,
+    PushConfig,
+    SensorNoise,
+    StateHistory,
+    apply_domain_randomization,
+    domain_randomization_from_metadata,
+    ms_to_steps,
+    noise_levels,
+    push_from_metadata,
+    push_schedule,
+)
+from bcg_deploy.sim2sim.policy import OnnxPolicy, make_inputs
+from bcg_deploy.sim2sim.reference import Reference, base_track, initial_state, reference_from_motion, root_state
+
+DEFAULT_PHYSICS_DT = 0.002
+
+
+@dataclass
+class Sim2SimConfig:
+    """Settings of a sim2sim evaluation. Every injection is off by default; ``seed`` reproduces a report."""
+
+    runs: int = 5
+    """Seeded runs over the whole clip."""
+    seed: int = 0
+    physics_dt: float = DEFAULT_PHYSICS_DT
+    """MuJoCo timestep (s); the control dt must be a whole multiple of it."""
+    latency_ms: tuple[float, float] = (0.0, 0.0)
+    """Action latency, uniform in [lo, hi] ms per control step, quantised to physics steps."""
+    obs_latency_ms: tuple[float, float] = (0.0, 0.0)
+    """Observation latency, uniform in [lo, hi] ms per control step, quantised to physics steps."""
+    noise_scale: float = 0.0
+    """Sensor noise on the raw inputs: SCALE x the training levels (metadata ``bcgd.input_noise``)."""
+    randomize: bool = False
+    """Training domain randomisation (metadata ``bcgd.domain_randomization``; METHOD.md defaults)."""
+    push: bool = False
+    """Training push schedule (metadata ``bcgd.push``; METHOD.md defaults)."""
+    replay: bool = False
+    """Drive the PD with the reference joint positions instead of the policy."""
+    pin_base: bool = False
+    """Set the free joint to the reference root pose and velocity before every physics step."""
+    motion: str | None = None
+    """Replay reference: a task/library motion name or a LAFAN1 CSV path (instead of the ONNX's clip)."""
+    motion_start_s: float = 0.0
+    motion_duration_s: float | None = None
+    max_duration_s: float | None = None
+    """Evaluate only the first seconds of the clip."""
+    fall_height: float = 0.3
+    stop_on_fall: bool = True
+    force: bool = False
+    """Run even if the policy was trained on another robot model (hash mismatch)."""
+    robot: str = "g1"
+
+
+@dataclass
+class RunResult:
+    """One run: scalar metrics (JSON) and time series (for the plot)."""
+
+    index: int
+    seed: list[int]
+    fell: bool
+    fall_time_s: float | None
+    steps: int
+    duration_s: float
+    e_track_cm: float
+    joint_rmse_rad: float
+    root_pos_err_cm: float
+    foot_penetration_mm: float
+    torque_saturation: float
+    randomization: dict | None = None
+    pushes: int = 0
+    wall_s: float = 0.0
+    series: dict = field(default_factory=dict, repr=False)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("series")
+        d.pop("wall_s")
+        return d
+
+
+@dataclass
+class Sim2SimSetup:
+    """Everything shared by the runs of one evaluation."""
+
+    spec: RobotSpec
+    reference: Reference
+    control_dt: float
+    n_sub: int
+    kp: np.ndarray
+    kd: np.ndarray
+    effort_limit: np.ndarray
+    model: mujoco.MjModel
+    policy: OnnxPolicy | None = None
+    dr: DomainRandomization | None = None
+    push: PushConfig | None = None
+    noise: SensorNoise | None = None
+    notes: list[str] = field(default_factory=list)
+    settings: dict = field(default_factory=dict)
+
+
+Controller = Callable[[int, dict], np.ndarray]
+"""(control step k, raw inputs name -> float32 [1, n]) -> joint position targets [J] (rad)."""
+
+
+def build_model(spec: RobotSpec, physics_dt: float, effort_limit: np.ndarray, armature: np.ndarray | None):
+    """The scene model with torque motors (ctrl = N m, clamped to +/- effort) and our MuJoCo settings."""
+    m = spec.load_model(scene=True)
+    m.opt.timestep = physics_dt
+    m.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
+    m.actuator_gaintype[:] = mujoco.mjtGain.mjGAIN_FIXED
+    m.actuator_biastype[:] = mujoco.mjtBias.mjBIAS_NONE
+    m.actuator_gainprm[:] = 0.0
+    m.actuator_gainprm[:, 0] = 1.0
+    m.actuator_biasprm[:] = 0.0
+    m.actuator_ctrllimited[:] = 1
+    m.actuator_ctrlrange[:] = np.stack([-effort_limit, effort_limit], axis=1)
+    m.actuator_forcelimited[:] = 1
+    m.actuator_forcerange[:] = m.actuator_ctrlrange
+    hinge = joint_dofs(m)
+    jnt = [int(m.actuator_trnid[a, 0]) for a in range(m.nu)]
+    m.jnt_actfrcrange[jnt] = m.actuator_ctrlrange
+    if armature is not None:
+        m.dof_armature[hinge] = armature
+    return m
+
+
+def joint_dofs(m: mujoco.MjModel) -> np.ndarray:
+    """Dof addresses of the hinges, in actuator (= RobotSpec joint) order."""
+    return np.array([m.jnt_dofadr[int(m.actuator_trnid[a, 0])] for a in range(m.nu)])
+
+
+def mujoco_settings(m: mujoco.MjModel) -> dict:
+    return {
+        "version": mujoco.__version__,
+        "timestep": float(m.opt.timestep),
+        "integrator": mujoco.mjtIntegrator(m.opt.integrator).name,
+        "solver": mujoco.mjtSolver(m.opt.solver).name,
+        "cone": mujoco.mjtCone(m.opt.cone).name,
+        "iterations": int(m.opt.iterations),
+        "tolerance": float(m.opt.tolerance),
+        "impratio": float(m.opt.impratio),
+        "pd": "explicit PD every physics step, torque motors (ctrl = clamped tau); no position actuators",
+    }
+
+
+def _load_motion_reference(cfg: Sim2SimConfig, spec: RobotSpec) -> Reference:
+    try:
+        from bcg_deploy import motions
+    except ImportError as exc:  # pragma: no cover - the motions package ships with bcg_deploy
+        raise BcgdError(f"--motion needs bcg_deploy.motions ({exc})") from None
+    name = str(cfg.motion)
+    if name.lower().endswith(".csv") or Path(name).exists():
+        path = Path(name)
+        if not path.is_file():
+            raise BcgdError(f"motion file {path}: no such file")
+        if not hasattr(motions, "load_lafan1_csv"):
+            raise BcgdError("this bcg_deploy has no bcg_deploy.motions.load_lafan1_csv")
+        motion = motions.load_lafan1_csv(path, cfg.motion_start_s, cfg.motion_duration_s, spec)
+    else:
+        if not hasattr(motions, "load_task_motion"):
+            raise BcgdError("this bcg_deploy has no bcg_deploy.motions.load_task_motion")
+        motion = motions.load_task_motion(name)
+    ref = reference_from_motion(motion)
+    if ref.body_pos_w.shape[1] != len(spec.body_names) or ref.joint_pos.shape[1] != spec.num_joints:
+        raise BcgdError(f"motion {name}: arrays do not match robot {spec.name}'s bodies and joints")
+    return ref
+
+
+def prepare(onnx_path: str | Path | None, cfg: Sim2SimConfig) -> Sim2SimSetup:
+    """Load and check the policy (and/or reference), build the model, resolve the injections."""
+    _check_cfg(cfg)
+    spec = load_robot(cfg.robot)
+    notes: list[str] = []
+    policy = None
+    if onnx_path is not None:
+        policy = OnnxPolicy(onnx_path, spec, force=cfg.force)
+        meta = policy.meta
+        if meta.robot.get("model_hash") != spec.model_hash:
+            notes.append("robot model hash differs from the policy's (--force)")
+        kp, kd, effort, control_dt, armature = meta.kp, meta.kd, meta.effort_limit, meta.control_dt, meta.armature
+    elif cfg.replay and cfg.motion is not None:
+        kp, kd, effort, armature = spec.kp, spec.kd, spec.effort_limit, None
+        control_dt = None
+        notes.append(f"no policy: PD gains and effort limits of the packaged {spec.name} (RobotSpec)")
+    else:
+        raise BcgdError("no policy given: pass POLICY.onnx, or --replay --motion NAME|CSV")
+    if cfg.motion is not None:
+        ref = _load_motion_reference(cfg, spec)
+        if control_dt is None:
+            control_dt = 1.0 / ref.fps
+        elif abs(ref.fps * control_dt - 1.0) > 1e-6:
+            raise BcgdError(
+                f"motion {cfg.motion} is at {ref.fps:g} fps, the policy's control rate is {1 / control_dt:g} Hz"
+            )
+    else:
+        ref = policy.reference()
+    return _finish_setup(spec, ref, control_dt, kp, kd, effort, armature, cfg, policy, notes, onnx_path)
+
+
+def setup_from_reference(reference: Reference, cfg: Sim2SimConfig) -> Sim2SimSetup:
+    """A replay setup for any :class:`Reference` (no policy): the robot's own PD gains and effort limits,
+    control dt = 1 / reference.fps. For library use and for tests on constructed trajectories."""
+    _check_cfg(cfg)
+    spec = load_robot(cfg.robot)
+    notes = [f"no policy: PD gains and effort limits of the packaged {spec.name} (RobotSpec)"]
+    control_dt = 1.0 / reference.fps
+    return _finish_setup(spec, reference, control_dt, spec.kp, spec.kd, spec.effort_limit, None, cfg, None, notes)
+
+
+def _check_cfg(cfg: Sim2SimConfig) -> None:
+    if cfg.runs < 1:
+        raise BcgdError(f"--runs {cfg.runs}: expected at least 1")
+    if not cfg.physics_dt > 0:
+        raise BcgdError(f"--physics-dt {cfg.physics_dt}: expected seconds > 0")
+    if cfg.motion is not None and not cfg.replay:
+        raise BcgdError("--motion is only used with --replay (a policy tracks the clip baked into its ONNX)")
+    if cfg.pin_base and not cfg.replay:
+        raise BcgdError("--pin-base is only used with --replay")
+    if cfg.noise_scale < 0:
+        raise BcgdError(f"--noise {cfg.noise_scale}: expected a scale >= 0")
+
+
+def _finish_setup(spec, ref, control_dt, kp, kd, effort, armature, cfg, policy, notes, onnx_path=None):
+    meta = policy.meta if policy is not None else None
+    if cfg.max_duration_s is not None:
+        ref = ref.truncated(int(round(cfg.max_duration_s * ref.fps)) + 1)
+    ratio = control_dt / cfg.physics_dt
+    n_sub = int(round(ratio))
+    if n_sub < 1 or abs(ratio - n_sub) > 1e-6:
+        raise BcgdError(
+            f"--physics-dt {cfg.physics_dt:g}: the control dt {control_dt:g} s must be a whole number of physics steps"
+        )
+    model = build_model(spec, cfg.physics_dt, np.asarray(effort, np.float64), armature)
+    setup = Sim2SimSetup(spec, ref, control_dt, n_sub, kp, kd, effort, model, policy, notes=notes)
+    if cfg.randomize:
+        setup.dr, note = domain_randomization_from_metadata(meta.domain_randomization if meta else None)
+        notes.append(f"randomisation ranges: {note}")
+        notes.append("training's action latency (0-1 control steps) is not part of --randomize: use --latency")
+        if not np.any(model.dof_frictionloss[joint_dofs(model)]):
+            notes.append("joint friction randomisation has no effect: the model's joint friction is 0")
+    if cfg.push:
+        push_meta = meta.push if meta else None
+        if not push_meta and meta and isinstance(meta.domain_randomization, dict):
+            push_meta = {k: v for k, v in meta.domain_randomization.items() if k.startswith("push_")} or None
+        setup.push, note = push_from_metadata(push_meta)
+        notes.append(f"push schedule: {note}")
+    if cfg.noise_scale > 0:
+        if policy is None or cfg.replay:
+            notes.append("--noise has no effect on a replay (no policy reads the sensors)")
+        levels, note = noise_levels(meta.input_noise if meta else None)
+        setup.noise = SensorNoise(levels, cfg.noise_scale)
+        notes.append(f"noise levels: {note}")
+    if (policy is None or cfg.replay) and cfg.obs_latency_ms[1] > 0:
+        notes.append("--obs-latency has no effect on a replay (no policy reads the sensors)")
+    setup.settings = _settings(onnx_path, cfg, setup)
+    return setup
+
+
+def _settings(onnx_path, cfg: Sim2SimConfig, s: Sim2SimSetup) -> dict:
+    out = {
+        "policy": None,
+        "robot": s.spec.identity(),
+        "mode": ("replay" if cfg.replay else "policy") + (" + pinned base" if cfg.pin_base else ""),
+        "reference": {"source": s.reference.source, "frames": s.reference.num_frames, "fps": s.reference.fps},
+        "runs": cfg.runs,
+        "seed": cfg.seed,
+        "physics_dt": cfg.physics_dt,
+        "control_dt": s.control_dt,
+        "substeps": s.n_sub,
+        "fall_height": cfg.fall_height,
+        "stop_on_fall": cfg.stop_on_fall,
+        "latency_ms": list(cfg.latency_ms),
+        "latency_steps": [ms_to_steps(x, cfg.physics_dt) for x in cfg.latency_ms],
+        "obs_latency_ms": list(cfg.obs_latency_ms),
+        "obs_latency_steps": [ms_to_steps(x, cfg.physics_dt) for x in cfg.obs_latency_ms],
+        "noise_scale": cfg.noise_scale,
+        "noise_levels": s.noise.levels if s.noise else None,
+        "randomize": asdict(s.dr) if s.dr else None,
+        "push": asdict(s.push) if s.push else None,
+        "mujoco": mujoco_settings(s.model),
+        "notes": s.notes,
+    }
+    if s.policy is not None:
+        m = s.policy.meta
+        out["policy"] = {
+            "path": str(onnx_path),
+            "sha256": s.policy.sha256,
+            "exporter_version": m.exporter_version,
+            "motion": m.motion,
+            "robot": m.robot,
+            "training_physics_dt": m.physics_dt,
+        }
+    return out
+
+
+def run_streams(seed: int, run_index: int) -> dict[str, np.random.Generator]:
+    """Independent generators per injection, so enabling one never changes another's draws."""
+    ss = np.random.SeedSequence(entropy=seed, spawn_key=(run_index,))
+    names = ("latency", "obs_latency", "noise", "randomize", "push")
+    return {n: np.random.default_rng(c) for n, c in zip(names, ss.spawn(len(names)), strict=True)}
+
+
+def simulate_run(
+    setup: Sim2SimSetup,
+    cfg: Sim2SimConfig,
+    run_index: int = 0,
+    controller: Controller | None = None,
+    on_control_step: Callable[[int, mujoco.MjModel, mujoco.MjData], None] | None = None,
+    on_physics_step: Callable[[int, np.ndarray, mujoco.MjData], None] | None = None,
+) -> RunResult:
+    """One run over the clip. ``controller`` defaults to the policy (or the replay of the reference);
+    ``on_control_step(k, m, d)`` is called after every control step (video, viewer) and
+    ``on_physics_step(i, target, d)`` after every physics step (tests)."""
+    ref, n_sub, dt = setup.reference, setup.n_sub, cfg.physics_dt
+    rng = run_streams(cfg.seed, run_index)
+    m = setup.model
+    j = setup.spec.num_joints
+    dr = DrSample(kp_scale=np.ones(j), kd_scale=np.ones(j), joint_offset=np.zeros(j))
+    if setup.dr is not None:
+        m = _copy_model(setup.model)
+        dr = apply_domain_randomization(m, setup.dr, rng["randomize"], joint_dofs(m))
+    d = mujoco.MjData(m)
+    d.qpos[:], d.qvel[:] = initial_state(ref, m.nq, m.nv)
+    mujoco.mj_forward(m, d)
+
+    if controller is None:
+        controller = _replay_controller(ref) if (cfg.replay or setup.policy is None) else _policy_controller(setup)
+    num_k = ref.num_frames - 1
+    num_steps = num_k * n_sub
+    lat, olat = LatencySampler(*cfg.latency_ms), LatencySampler(*cfg.obs_latency_ms)
+    history = StateHistory(m.nq, m.nv, olat.max_steps(dt)) if olat.enabled else None
+    pushes = push_schedule(setup.push, num_k * setup.control_dt, dt, rng["push"]) if setup.push else []
+    push_at = {i: kick for i, kick in pushes}
+    pin_qpos, pin_qvel = base_track(ref, num_steps, dt) if cfg.pin_base else (None, None)
+    inputs = make_inputs(j)
+
+    kp, kd = setup.kp * dr.kp_scale, setup.kd * dr.kd_scale
+    lim, nlim = setup.effort_limit.copy(), -setup.effort_limit
+    offset = dr.joint_offset
+    delay = ActionDelayLine(ref.joint_pos[0])
+    kp_tgt = kp * (delay.current + offset)
+    qj, vj, ctrl = d.qpos[7:], d.qvel[6:], d.ctrl
+    a, b = np.zeros(j), np.zeros(j)
+
+    body_pos = np.zeros((num_k, m.nbody - 1, 3))
+    joint_pos = np.zeros((num_k, j))
+    root_pos = np.zeros((num_k, 3))
+    torque = np.zeros((num_steps, j))
+    contact_g1, contact_g2, contact_dist = [], [], []
+    fall_k = None
+    t0 = time.perf_counter()
+    k_done = 0
+    for k in range(num_k):
+        i0 = k * n_sub
+        # --- sense and act
+        if history is not None:
+            history.record(i0, d.qpos, d.qvel)
+            sq, sv = history.get(i0, olat.sample_steps(rng["obs_latency"], dt))
+        else:
+            sq, sv = d.qpos, d.qvel
+        _fill_inputs(inputs, sq, sv)
+        if setup.noise is not None and setup.noise.enabled:
+            setup.noise.apply(inputs, rng["noise"])
+        target = controller(k, inputs)
+        if not np.all(np.isfinite(target)):
+            raise BcgdError(f"the policy returned a non-finite joint target at control step {k}")
+        delay.push(i0, lat.sample_steps(rng["latency"], dt), target, k)
+        # --- physics
+        for s in range(n_sub):
+            i = i0 + s
+            if i >= delay.next_activation:
+                kp_tgt = kp * (delay.update(i) + offset)
+            if push_at and i in push_at:
+                d.qvel[:6] += push_at[i]
+            if pin_qpos is not None:
+                d.qpos[:7], d.qvel[:6] = pin_qpos[i], pin_qvel[i]
+            if history is not None and s:
+                history.record(i, d.qpos, d.qvel)
+            np.multiply(kp, qj, out=a)
+            np.multiply(kd, vj, out=b)
+            np.subtract(kp_tgt, a, out=a)
+            np.subtract(a, b, out=a)
+            np.minimum(a, lim, out=a)
+            np.maximum(a, nlim, out=ctrl)
+            mujoco.mj_step(m, d)
+            torque[i] = ctrl
+            if d.ncon:
+                c = d.contact
+                contact_g1.append(c.geom1.copy())  # views into MjData: copy
+                contact_g2.append(c.geom2.copy())
+                contact_dist.append(c.dist.copy())
+            if on_physics_step is not None:
+                on_physics_step(i, delay.current, d)
+        # --- record against reference frame k + 1
+        if pin_qpos is not None:
+            d.qpos[:7], d.qvel[:6] = root_state(ref, k + 1)
+        mujoco.mj_kinematics(m, d)
+        body_pos[k] = d.xpos[1:]
+        joint_pos[k] = qj
+        root_pos[k] = d.qpos[:3]
+        k_done = k + 1
+        if on_control_step is not None:
+            on_control_step(k, m, d)
+        if d.qpos[2] < cfg.fall_height and fall_k is None:
+            fall_k = k
+            if cfg.stop_on_fall:
+                break
+    wall = time.perf_counter() - t0
+    return _result(setup, cfg, run_index, m, k_done, fall_k, body_pos, joint_pos, root_pos, torque, lim,
+                   (contact_g1, contact_g2, contact_dist), dr, len(pushes), wall)  # fmt: skip
+
+
+def _result(
+    setup, cfg, run_index, m, k_done, fall_k, body_pos, joint_pos, root_pos, torque, lim, contacts, dr, n_push, wall
+):  # noqa: E501
+    ref = setup.reference
+    sl = slice(1, k_done + 1)
+    bp, jp, rp = body_pos[:k_done], joint_pos[:k_done], root_pos[:k_done]
+    pen_sum, pen_n = foot_penetration(m, *contacts)
+    return RunResult(
+        index=run_index,
+        seed=[int(cfg.seed), int(run_index)],
+        fell=fall_k is not None,
+        fall_time_s=None if fall_k is None else round((fall_k + 1) * setup.control_dt, 9),
+        steps=k_done,
+        duration_s=round(k_done * setup.control_dt, 9),
+        e_track_cm=metrics.e_track_cm(bp, ref.body_pos_w[sl]),
+        joint_rmse_rad=metrics.joint_rmse(jp, ref.joint_pos[sl]),
+        root_pos_err_cm=metrics.root_position_error_cm(rp, ref.root_pos[sl]),
+        foot_penetration_mm=metrics.mean_penetration_mm(pen_sum, pen_n),
+        torque_saturation=metrics.torque_saturation_fraction(torque[: k_done * setup.n_sub], lim),
+        randomization=dr.summary() if setup.dr is not None else None,
+        pushes=n_push,
+        wall_s=wall,
+        series={
+            "t": np.arange(1, k_done + 1) * setup.control_dt,
+            "body_err_cm": 100 * metrics.body_position_error_series(bp, ref.body_pos_w[sl]),
+            "joint_err_rad": metrics.joint_error_series(jp, ref.joint_pos[sl]),
+            "root_err_cm": 100 * metrics.root_position_error_series(rp, ref.root_pos[sl]),
+            "root_height_m": rp[:, 2].copy(),
+        },
+    )
+
+
+def foot_penetration(m: mujoco.MjModel, g1: list, g2: list, dist: list) -> tuple[float, int]:
+    """Sum of ``-dist`` (m) and count over the recorded contacts between a foot contact sphere
+    (geoms ``*_foot_contact_*``) and the floor."""
+    if not dist:
+        return 0.0, 0
+    g1, g2, dist = np.concatenate(g1), np.concatenate(g2), np.concatenate(dist)
+    foot = np.zeros(m.ngeom, dtype=bool)
+    foot[foot_geoms(m)] = True
+    floor = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "floor")
+    sel = (foot[g1] & (g2 == floor)) | (foot[g2] & (g1 == floor))
+    pen = metrics.contact_penetration(dist[sel])
+    return float(pen.sum()), int(pen.size)
+
+
+def foot_geoms(m: mujoco.MjModel) -> np.ndarray:
+    return np.array([g for g in range(m.ngeom) if "_foot_contact_" in (m.geom(g).name or "")], dtype=int)
+
+
+def _copy_model(m: mujoco.MjModel) -> mujoco.MjModel:
+    import copy
+
+    return copy.deepcopy(m)
+
+
+def _fill_inputs(inputs: dict, qpos: np.ndarray, qvel: np.ndarray) -> None:
+    """Raw policy inputs from a MuJoCo state."""
+    inputs["base_pos"][0] = qpos[:3]
+    inputs["base_quat"][0] = qpos[3:7]
+    inputs["base_lin_vel"][0] = qvel[:3]
+    inputs["base_ang_vel"][0] = qvel[3:6]
+    inputs["joint_pos"][0] = qpos[7:]
+    inputs["joint_vel"][0] = qvel[6:]
+
+
+def _policy_controller(setup: Sim2SimSetup) -> Controller:
+    policy = setup.policy
+
+    def act(k: int, inputs: dict) -> np.ndarray:
+        return policy.act(inputs, k)
+
+    return act
+
+
+def _replay_controller(ref: Reference) -> Controller:
+    """Targets = the reference joint positions of the frame the control step ends on."""
+
+    def act(k: int, inputs: dict) -> np.ndarray:
+        return ref.joint_pos[min(k + 1, ref.num_frames - 1)]
+
+    return act
+
+
+def run_sim2sim(
+    onnx_path: str | Path | None,
+    cfg: Sim2SimConfig,
+    video_path: str | Path | None = None,
+    viewer: bool = False,
+    on_control_step: Callable[[int, int, mujoco.MjModel, mujoco.MjData], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+):
+    """Evaluate a policy (or a replay) over ``cfg.runs`` seeded runs; returns a :class:`Report`.
+
+    ``video_path``: MP4 of run 0 from a camera following the pelvis. ``viewer``: show run 0 in MuJoCo's
+    interactive viewer. ``on_control_step(run, k, m, d)`` is called after every control step;
+    ``progress(run, runs)`` before every run.
+    """
+    from bcg_deploy.sim2sim.report import Report
+
+    if viewer and video_path is not None:
+        raise BcgdError("--viewer and --video cannot be used together; pick one")
+    setup = prepare(onnx_path, cfg)
+    hooks = [on_control_step] if on_control_step is not None else []
+    recorder = None
+    if video_path is not None:
+        from bcg_deploy.sim2sim.video import VideoRecorder
+
+        recorder = VideoRecorder(video_path, fps=1.0 / setup.control_dt)
+        hooks.append(recorder)
+    elif viewer:
+        from bcg_deploy.sim2sim.video import ViewerHook
+
+        recorder = ViewerHook(setup.control_dt)
+        hooks.append(recorder)
+    results = []
+    try:
+        for r in range(cfg.runs):
+            if progress is not None:
+                progress(r, cfg.runs)
+            cb = None
+            if hooks:
+                cb = lambda k, m, d, r=r: [h(r, k, m, d) for h in hooks]  # noqa: E731
+            results.append(simulate_run(setup, cfg, r, on_control_step=cb))
+    finally:
+        written = recorder.close() if recorder is not None else None
+    report = Report.build(setup.settings, results)
+    report.extras["wall_s"] = sum(x.wall_s for x in results)
+    report.extras["sim_s"] = sum(x.duration_s for x in results)
+    if video_path is not None:
+        report.extras["video"] = {"path": written, "frames": recorder.frames, "backend": recorder.backend}
+    return report
+
+
+__all__ = [
+    "Sim2SimConfig",
+    "Sim2SimSetup",
+    "RunResult",
+    "prepare",
+    "setup_from_reference",
+    "simulate_run",
+    "run_sim2sim",
+    "build_model",
+]
