@@ -11,16 +11,21 @@ API summary (for training / export):
   orientations (columns = body axes in world, MuJoCo ``xmat``); ``quat`` [B, 30, 4] w x y z (MuJoCo
   ``xquat``, same sign) when ``with_quat`` else ``None``. Bodies in ``RobotSpec.body_names`` order
   (MuJoCo body id - 1; index 0 = root). The root quaternion is normalised (as MuJoCo does).
+- ``Kinematics.transforms(q) -> [B, 30, 4, 4]``: homogeneous world transforms [R p; 0 1] (the
+  fast path: ``forward`` slices it); ``root_transform(q) -> [B, 4, 4]``.
 - ``Kinematics.key_points(pos, mat) -> [B, K, 3]``: world positions of ``RobotSpec.key_bodies``
-  (body origin + body-frame offset), K = 5 for the G1.
+  (body origin + body-frame offset), K = 5 for the G1; ``key_points_from_transforms(t)`` the same
+  from [B, 30, 4, 4] transforms (in whatever frame those are).
 - Small quaternion / rotation helpers (w x y z, pure torch): ``quat_mul``, ``quat_conj``,
   ``quat_normalize``, ``quat_to_mat``, ``quat_apply``, ``axis_angle_quat``, ``mat_to_6d``
   (first two columns of R, column 0 then column 1), ``heading_rot`` (yaw-only rotation of a frame).
 
-Implementation: bodies are processed level by level (depth in the tree), every level as one batched
-matmul, so the traced graph has a few nodes per level (ONNX opset 17: Gather, MatMul, Mul, Add, Sin,
-Cos, Concat; no loops, no Atan2). Only hinge joints (and a free root) are supported; anything else
-raises ``ValueError``.
+Implementation (export-friendly: few, batched ONNX opset-17 ops, no loops, no Atan2): each hinge's
+local transform is L(theta) = C0 + sin(theta) C1 + (1 - cos(theta)) C2 with constant 4x4 C's; the
+root transform is a quadratic form of the (unnormalised) quaternion divided by its squared norm;
+world transforms come from pointer jumping over the tree (ceil(log2 depth) = 4 rounds of one Gather
++ one batched MatMul). ``with_quat`` runs MuJoCo's quaternion chain level by level. Only hinge joints
+(and a free root) are supported; anything else raises ``ValueError``.
 """
 
 from __future__ import annotations
@@ -120,6 +125,20 @@ def _np_quat_to_mat(q: np.ndarray) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- kinematics
 
+# Rotation matrix entries of a unit quaternion (w, x, y, z) = (0, 1, 2, 3) as quadratic forms:
+# R_ij = sum coef * q_a * q_b (diagonal in the homogeneous form w^2 + x^2 - y^2 - z^2 etc.).
+_ROT_QUADRATIC = {
+    (0, 0): ((0, 0, 1), (1, 1, 1), (2, 2, -1), (3, 3, -1)),
+    (0, 1): ((1, 2, 1), (2, 1, 1), (0, 3, -1), (3, 0, -1)),
+    (0, 2): ((1, 3, 1), (3, 1, 1), (0, 2, 1), (2, 0, 1)),
+    (1, 0): ((1, 2, 1), (2, 1, 1), (0, 3, 1), (3, 0, 1)),
+    (1, 1): ((0, 0, 1), (1, 1, -1), (2, 2, 1), (3, 3, -1)),
+    (1, 2): ((2, 3, 1), (3, 2, 1), (0, 1, -1), (1, 0, -1)),
+    (2, 0): ((1, 3, 1), (3, 1, 1), (0, 2, -1), (2, 0, -1)),
+    (2, 1): ((2, 3, 1), (3, 2, 1), (0, 1, 1), (1, 0, 1)),
+    (2, 2): ((0, 0, 1), (1, 1, -1), (2, 2, -1), (3, 3, 1)),
+}
+
 
 class BodyPoses(NamedTuple):
     """World poses of all bodies: pos [B, NB, 3] (m), mat [B, NB, 3, 3], quat [B, NB, 4] or None."""
@@ -159,38 +178,66 @@ class Kinematics(nn.Module):
             jpos[b - 1] = m.jnt_pos[j]
         self.num_bodies = nb
         self.nq = m.nq
-        self.has_joint_offset = bool(np.abs(jpos).max() > 0)
-        # Level order: bodies sorted by (depth, id); each level is a contiguous slice.
+
+        def f64(x) -> torch.Tensor:
+            return torch.as_tensor(np.asarray(x, dtype=np.float64))
+
+        # Homogeneous local transforms of the non-root bodies (body id order 2..nbody-1) as constants:
+        # L(theta) = C0 + sin(theta) C1 + (1 - cos(theta)) C2 (Rodrigues about an axis through the anchor).
+        c0, c1, c2 = [], [], []
+        for b in range(2, m.nbody):
+            base = np.eye(4)
+            base[:3, :3] = _np_quat_to_mat(m.body_quat[b])
+            base[:3, 3] = m.body_pos[b]
+            a, ax = jpos[b - 1], axis[b - 1]
+            k = np.zeros((4, 4))
+            k[:3, :3] = [[0, -ax[2], ax[1]], [ax[2], 0, -ax[0]], [-ax[1], ax[0], 0]]
+            ta, tna = np.eye(4), np.eye(4)
+            ta[:3, 3], tna[:3, 3] = a, -a
+            c0.append(base)
+            c1.append(base @ ta @ k @ tna)
+            c2.append(base @ ta @ k @ k @ tna)
+        self.register_buffer("_c0", f64(c0), persistent=False)
+        self.register_buffer("_c1", f64(c1), persistent=False)
+        self.register_buffer("_c2", f64(c2), persistent=False)
+        self.register_buffer("_hinge_q", torch.as_tensor(np.maximum(qadr[1:], 0), dtype=torch.long), persistent=False)
+        # Root transform from (position, unnormalised quaternion): flat 4x4 = (q q^T) Q / |q|^2 + p P + E.
+        quad = np.zeros((16, 16))
+        for (i, j), terms in _ROT_QUADRATIC.items():
+            for a, b, coef in terms:
+                quad[4 * a + b, 4 * i + j] += coef
+        ppos = np.zeros((3, 16))
+        ppos[0, 3], ppos[1, 7], ppos[2, 11] = 1.0, 1.0, 1.0
+        e = np.zeros(16)
+        e[15] = 1.0
+        self.register_buffer("_quad", f64(quad), persistent=False)
+        self.register_buffer("_ppos", f64(ppos), persistent=False)
+        self.register_buffer("_e16", f64(e), persistent=False)
+        self.register_buffer("_eye4", f64(np.eye(4)[None]), persistent=False)
+        # Pointer jumping over the tree (node 0 = world, node b = body b): after the k-th step every
+        # node holds the product of its 2^k nearest ancestors' transforms; ceil(log2(depth)) steps.
+        parent = np.array([0, 0] + [int(m.body_parentid[b]) for b in range(2, m.nbody)])
+        jumps = []
+        while parent.any():
+            jumps.append(parent.copy())
+            parent = parent[parent]
+        self.num_jumps = len(jumps)
+        for i, jp in enumerate(jumps):
+            self.register_buffer(f"_jump{i}", torch.as_tensor(jp, dtype=torch.long), persistent=False)
+        # Level order (bodies sorted by (depth, id)), used by the quaternion chain.
         order = sorted(range(1, m.nbody), key=lambda b: (depth[b], b))
         self.level_sizes = [int((depth[1:] == d).sum()) for d in range(depth.max() + 1)]
         pos_in_order = {b: i for i, b in enumerate(order)}
         starts = np.cumsum([0] + self.level_sizes)
-        # Parent index relative to the start of the previous level (level 0 = the root).
         parent_local = [pos_in_order[m.body_parentid[b]] - starts[depth[b] - 1] for b in order[1:]]
-        rest = [b - 1 for b in order[1:]]  # non-root bodies in level order (body index)
-        inv = np.argsort(np.array([b - 1 for b in order]))
-        bq = np.stack([_np_quat_to_mat(m.body_quat[b + 1]) for b in rest]) if rest else np.zeros((0, 3, 3))
-        ax = axis[rest]
-        skew = np.zeros((len(rest), 3, 3))
-        skew[:, 0, 1], skew[:, 0, 2], skew[:, 1, 2] = -ax[:, 2], ax[:, 1], -ax[:, 0]
-        skew[:, 1, 0], skew[:, 2, 0], skew[:, 2, 1] = ax[:, 2], -ax[:, 1], ax[:, 0]
-        qa = qadr[rest]
-        hinge = qa >= 0
-
-        def f64(x: np.ndarray) -> torch.Tensor:
-            return torch.as_tensor(np.asarray(x, dtype=np.float64))
-
-        self.register_buffer("_q_index", torch.as_tensor(np.where(hinge, qa, 0), dtype=torch.long), persistent=False)
-        self.register_buffer("_hinge_mask", f64(hinge.astype(float)), persistent=False)
+        rest = [b - 1 for b in order[1:]]
+        self.register_buffer("_q_index", torch.as_tensor(np.maximum(qadr[rest], 0), dtype=torch.long), persistent=False)
+        self.register_buffer("_hinge_mask", f64(qadr[rest] >= 0), persistent=False)
         self.register_buffer("_parent_local", torch.as_tensor(parent_local, dtype=torch.long), persistent=False)
-        self.register_buffer("_inv_order", torch.as_tensor(inv, dtype=torch.long), persistent=False)
-        self.register_buffer("_body_rot", f64(bq), persistent=False)
-        self.register_buffer("_body_pos", f64(m.body_pos[[b + 1 for b in rest]]), persistent=False)
+        self.register_buffer("_inv_order", torch.as_tensor(np.argsort([b - 1 for b in order]), dtype=torch.long),
+                             persistent=False)  # fmt: skip
         self.register_buffer("_body_quat", f64(m.body_quat[[b + 1 for b in rest]]), persistent=False)
-        self.register_buffer("_skew", f64(skew), persistent=False)
-        self.register_buffer("_skew2", f64(skew @ skew), persistent=False)
-        self.register_buffer("_axis", f64(ax), persistent=False)
-        self.register_buffer("_jnt_pos", f64(jpos[rest]), persistent=False)
+        self.register_buffer("_axis", f64(axis[rest]), persistent=False)
         body_index = {n: i for i, n in enumerate(robot.body_names)}
         try:
             kb = [body_index[k.body] for k in robot.key_bodies]
@@ -199,44 +246,36 @@ class Kinematics(nn.Module):
         self.key_point_names = tuple(k.name for k in robot.key_bodies)
         self.register_buffer("_key_body", torch.as_tensor(kb, dtype=torch.long), persistent=False)
         self.register_buffer("_key_offset", f64([k.offset for k in robot.key_bodies]), persistent=False)
+        self.register_buffer("_key_offset_h", f64([[*k.offset, 1.0] for k in robot.key_bodies]), persistent=False)
         self.to(dtype)
 
-    def _angles(self, q: torch.Tensor) -> torch.Tensor:
-        """Hinge angles [B, NB-1] in level order (0 for welded bodies)."""
-        return q.index_select(-1, self._q_index) * self._hinge_mask
+    def root_transform(self, q: torch.Tensor) -> torch.Tensor:
+        """Homogeneous root transform [B, 4, 4] (root quaternion normalised)."""
+        quat = q[:, 3:7]
+        b = q.shape[0]
+        qq = (quat[:, :, None] * quat[:, None, :]).reshape(b, 16)
+        n2 = (quat * quat).sum(-1, keepdim=True)
+        flat = (qq @ self._quad) / n2 + q[:, 0:3] @ self._ppos + self._e16
+        return flat.reshape(b, 4, 4)
+
+    def transforms(self, q: torch.Tensor) -> torch.Tensor:
+        """Homogeneous world transforms [B, NB, 4, 4] of all bodies ([R p; 0 1], MuJoCo xmat / xpos)."""
+        b = q.shape[0]
+        th = q.index_select(-1, self._hinge_q).reshape(b, -1, 1, 1)
+        local = self._c0 + torch.sin(th) * self._c1 + (1.0 - torch.cos(th)) * self._c2
+        a = torch.cat((self._eye4.expand(b, 1, 4, 4), self.root_transform(q)[:, None], local), dim=1)
+        for i in range(self.num_jumps):
+            a = a.index_select(1, getattr(self, f"_jump{i}")) @ a
+        return a[:, 1:]
 
     def forward(self, q: torch.Tensor, with_quat: bool = False) -> BodyPoses:
         """World poses of all bodies from ``q`` [B, nq] (MuJoCo layout); see module docstring."""
-        root_q = quat_normalize(q[:, 3:7])
-        root_pos = q[:, None, 0:3]
-        root_mat = quat_to_mat(root_q)[:, None]
-        th = self._angles(q)
-        s = torch.sin(th)[..., None, None]
-        c = torch.cos(th)[..., None, None]
-        eye = torch.eye(3, dtype=q.dtype, device=q.device)
-        rot_axis = eye + s * self._skew + (1.0 - c) * self._skew2  # Rodrigues, [B, n, 3, 3]
-        local_mat = self._body_rot @ rot_axis
-        local_pos = self._body_pos
-        if self.has_joint_offset:  # child origin moves when the hinge is off the body origin
-            local_pos = (
-                local_pos + (self._body_rot @ (self._jnt_pos[..., None] - rot_axis @ self._jnt_pos[..., None]))[..., 0]
-            )
-        else:
-            local_pos = local_pos.expand(q.shape[0], -1, -1)
-        mats, poss = [root_mat], [root_pos]
-        start = 0
-        for size in self.level_sizes[1:]:
-            sl = slice(start, start + size)
-            par = self._parent_local[sl]
-            pm = mats[-1].index_select(1, par)
-            pp = poss[-1].index_select(1, par)
-            mats.append(pm @ local_mat[:, sl])
-            poss.append(pp + (pm @ local_pos[:, sl, :, None])[..., 0])
-            start += size
-        mat = torch.cat(mats, dim=1).index_select(1, self._inv_order)
-        pos = torch.cat(poss, dim=1).index_select(1, self._inv_order)
-        quat = self._quats(root_q, th) if with_quat else None
-        return BodyPoses(pos, mat, quat)
+        t = self.transforms(q)
+        quat = None
+        if with_quat:
+            th = q.index_select(-1, self._q_index) * self._hinge_mask
+            quat = self._quats(quat_normalize(q[:, 3:7]), th)
+        return BodyPoses(t[..., :3, 3], t[..., :3, :3], quat)
 
     def _quats(self, root_q: torch.Tensor, th: torch.Tensor) -> torch.Tensor:
         """Quaternion chain exactly as MuJoCo composes it (xquat = parent * body_quat * hinge)."""
@@ -249,6 +288,10 @@ class Kinematics(nn.Module):
             quats.append(quat_normalize(quat_mul(parent, local[:, sl])))
             start += size
         return torch.cat(quats, dim=1).index_select(1, self._inv_order)
+
+    def key_points_from_transforms(self, t: torch.Tensor) -> torch.Tensor:
+        """Key points [B, K, 3] expressed in the frame of the body transforms ``t`` [B, NB, 4, 4]."""
+        return (t.index_select(1, self._key_body) @ self._key_offset_h[..., None])[..., :3, 0]
 
     def key_points(self, pos: torch.Tensor, mat: torch.Tensor) -> torch.Tensor:
         """World positions [B, K, 3] of the robot's key points from body poses."""

@@ -13,7 +13,9 @@ API summary (for training / export):
   t+1, t+2, t+3, each clamped to the last frame of the clip. Noise-free and deterministic (critic
   input, ONNX export); the actor's training input is ``add_noise(obs)``.
 - ``add_noise(obs, generator=None)``: obs + U(-n, n) per entry (n = ``noise_vector``, per term).
-- ``robot_terms(q, qd)``: dict of the robot-only terms + ``poses`` (reusable, e.g. ADD features).
+- ``robot_terms(q, qd)``: dict of the robot-only terms + ``heading_transform`` [B, 4, 4] (world ->
+  heading frame) + ``transforms`` [B, 30, 4, 4] (world body transforms, reusable, e.g. ADD features).
+- ``heading_transform(root_transform)``: world -> robot heading frame (see Frames below).
 - ``reference_frame(time_step)``: dict of the clip at the clamped frame t (``joint_pos``, ``joint_vel``,
   ``body_pos_w``, ``body_quat_w`` w-first, ``body_lin_vel_w``, ``body_ang_vel_w``).
 - ``terms`` (tuple of ``ObsTerm``), ``spec()`` (JSON-able list: name, size, offset, noise, units, frame,
@@ -58,7 +60,7 @@ import torch
 from torch import nn
 
 from bcg_deploy.robots import RobotSpec
-from bcg_deploy.training.kinematics import Kinematics, heading_rot, mat_to_6d, quat_to_mat
+from bcg_deploy.training.kinematics import Kinematics, quat_to_mat
 
 FUTURE_STEPS = (1, 2, 3)
 
@@ -166,10 +168,27 @@ class ObservationModule(nn.Module):
         self.num_frames = num_frames
         body_mat = quat_to_mat(body_quat / body_quat.norm(dim=-1, keepdim=True))
         key_w = self.kinematics.key_points(body_pos, body_mat)
-        # Reference tables: world-frame quantities, rotated into the robot heading frame at run time.
+        # Reference table [T, 1 + 2 NB + K, 4] of homogeneous world vectors, turned into the robot's
+        # heading frame by ONE matmul at run time: the root position (a point, w = 1), the first two
+        # columns of every body rotation and the key points relative to the root (directions, w = 0).
+        cols = body_mat[..., :, :2].transpose(-1, -2).reshape(num_frames, 2 * nb, 3)
+        vecs = torch.cat((root_pos[:, None], cols, key_w - root_pos[:, None]), dim=1)
+        w = torch.zeros(vecs.shape[:2] + (1,), dtype=torch.float64)
+        w[:, 0] = 1.0
+        self.register_buffer("ref_table", torch.cat((vecs, w), dim=-1))
         self.register_buffer("ref_root_pos", root_pos)
-        self.register_buffer("ref_body_cols", body_mat[..., :, :2].contiguous())  # [T, NB, 3, 2]
-        self.register_buffer("ref_key_rel", key_w - root_pos[:, None])  # [T, K, 3]
+        self._nb, self._nk = nb, nk
+        # H^T (yaw-only, homogeneous, flat 16) from (cos, sin) of the heading, and Trans(-p) from p.
+        cs = torch.zeros(2, 16, dtype=torch.float64)
+        cs[0, 0], cs[0, 5], cs[1, 1], cs[1, 4] = 1.0, 1.0, 1.0, -1.0
+        const = torch.zeros(16, dtype=torch.float64)
+        const[10], const[15] = 1.0, 1.0
+        neg = torch.zeros(3, 16, dtype=torch.float64)
+        neg[0, 3], neg[1, 7], neg[2, 11] = -1.0, -1.0, -1.0
+        self.register_buffer("_cs_to_ht", cs, persistent=False)
+        self.register_buffer("_ht_const", const, persistent=False)
+        self.register_buffer("_neg_trans", neg, persistent=False)
+        self.register_buffer("_eye16", torch.eye(4, dtype=torch.float64).reshape(16), persistent=False)
         for k in FRAME_ARRAYS:
             if arr[k] is not None:
                 self.register_buffer(f"ref_{k}", arr[k])
@@ -202,42 +221,52 @@ class ObservationModule(nn.Module):
         idx = t[:, None] if steps is None else t[:, None] + steps
         return idx.clamp(0, self.num_frames - 1)
 
-    def robot_terms(self, q: torch.Tensor, qd: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Robot-only terms (flattened per env) plus ``heading_T`` [B, 3, 3] and ``poses``."""
-        poses = self.kinematics(q)
+    def heading_transform(self, root: torch.Tensor) -> torch.Tensor:
+        """World -> robot heading frame [B, 4, 4]: T_h = [H^T, -H^T p_root; 0 1] from the root transform
+        [B, 4, 4]; H = yaw-only rotation whose x axis is the world-xy direction of the root x axis."""
+        b = root.shape[0]
+        f = root[:, 0:2, 0]
+        cs = f * torch.rsqrt((f * f).sum(-1, keepdim=True).clamp_min(1e-12))
+        ht = (cs @ self._cs_to_ht + self._ht_const).reshape(b, 4, 4)
+        trans = (root[:, 0:3, 3] @ self._neg_trans + self._eye16).reshape(b, 4, 4)
+        return ht @ trans
+
+    def _robot(self, q: torch.Tensor, qd: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
+        a = self.kinematics.transforms(q)  # [B, NB, 4, 4] world
         b = q.shape[0]
-        r_root = poses.mat[:, 0]
-        ht = heading_rot(r_root).transpose(-1, -2)
-        rel_key = self.kinematics.key_points(poses.pos, poses.mat) - q[:, None, 0:3]
-        return {
+        th = self.heading_transform(a[:, 0])
+        m = th[:, None] @ a  # bodies in the heading frame, origins relative to the root
+        body6 = m[..., :3, :2].transpose(-1, -2).reshape(b, -1)
+        key = self.kinematics.key_points_from_transforms(m)
+        terms = {
             "root_height": q[:, 2:3],
-            "root_rot": mat_to_6d(ht @ r_root),
-            "root_lin_vel": (ht @ qd[:, 0:3, None])[..., 0],
-            "root_ang_vel": (ht @ (r_root @ qd[:, 3:6, None]))[..., 0],
-            "body_rot": mat_to_6d(ht[:, None] @ poses.mat).reshape(b, -1),
+            "root_rot": body6[:, :6],
+            "root_lin_vel": (th[:, :3, :3] @ qd[:, 0:3, None]).reshape(b, 3),
+            "root_ang_vel": (m[:, 0, :3, :3] @ qd[:, 3:6, None]).reshape(b, 3),
+            "body_rot": body6,
             "joint_vel": qd[:, 6:],
-            "key_pos": (ht[:, None] @ rel_key[..., None]).reshape(b, -1),
-            "heading_T": ht,
-            "poses": poses,
+            "key_pos": key.reshape(b, -1),
         }
+        return terms, th, a
+
+    def robot_terms(self, q: torch.Tensor, qd: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Robot-only terms (flattened per env) plus ``heading_transform`` [B, 4, 4] (world -> heading
+        frame) and ``transforms`` [B, NB, 4, 4] (world body transforms)."""
+        terms, th, a = self._robot(q, qd)
+        return {**terms, "heading_transform": th, "transforms": a}
 
     def forward(self, q: torch.Tensor, qd: torch.Tensor, time_step: torch.Tensor) -> torch.Tensor:
         """Observation [B, obs_dim] (noise-free); frames t+k clamped to the clip end."""
-        r = self.robot_terms(q, qd)
-        ht = r["heading_T"]
+        terms, th, _ = self._robot(q, qd)
         b = q.shape[0]
         idx = self._frame_index(time_step, self._future)  # [B, F]
-        ref_pos = self.ref_root_pos[idx] - q[:, None, 0:3]  # [B, F, 3]
-        cols = ht[:, None, None] @ self.ref_body_cols[idx]  # [B, F, NB, 3, 2]
-        body6 = cols.transpose(-1, -2).reshape(b, idx.shape[1], -1, 6)  # [B, F, NB, 6]
-        key = ht[:, None, None] @ self.ref_key_rel[idx][..., None]  # [B, F, K, 3, 1]
-        ref = {
-            "ref_root_pos": (ht[:, None] @ ref_pos[..., None]).reshape(b, -1),
-            "ref_root_rot": body6[:, :, 0].reshape(b, -1),
-            "ref_body_rot": body6.reshape(b, -1),
-            "ref_key_pos": key.reshape(b, -1),
-        }
-        return torch.cat([r[t.name] if t.name in r else ref[t.name] for t in self.terms], dim=-1)
+        nf, nb = idx.shape[1], self._nb
+        ref = (self.ref_table[idx] @ th[:, None].transpose(-1, -2))[..., :3]  # [B, F, 1 + 2 NB + K, 3]
+        terms["ref_root_pos"] = ref[:, :, 0].reshape(b, 3 * nf)
+        terms["ref_root_rot"] = ref[:, :, 1:3].reshape(b, 6 * nf)
+        terms["ref_body_rot"] = ref[:, :, 1 : 1 + 2 * nb].reshape(b, 6 * nb * nf)
+        terms["ref_key_pos"] = ref[:, :, 1 + 2 * nb :].reshape(b, 3 * self._nk * nf)
+        return torch.cat([terms[t.name] for t in self.terms], dim=-1)
 
     def add_noise(self, obs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         """obs + U(-n, n) per entry (training-time sensor noise of the actor input)."""
