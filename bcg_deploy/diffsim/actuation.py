@@ -1,0 +1,58 @@
+"""Stage 3b: PD actuation clamped to the effort limits, and the smooth generalised force.
+
+tau = clamp(kp (q_target - q_mid) - kd qd, -effort, effort) on the actuated hinges (RobotSpec order),
+evaluated at every physics substep with the substep's midpoint position and initial velocity.
+qfrc_smooth = qfrc_actuator + qfrc_applied - qfrc_bias (MuJoCo's name; no passive forces here).
+"""
+
+# No ``from __future__ import annotations``: Warp reads the (closure) type annotations at definition.
+
+from functools import cache
+from types import SimpleNamespace
+
+import warp as wp
+
+from bcg_deploy.diffsim import math as dmath
+from bcg_deploy.diffsim.types import Types
+
+
+@cache
+def build(t: Types) -> SimpleNamespace:
+    S = t.scalar
+    mod = dmath.module_name(t)
+
+    @wp.func(module=mod)
+    def actuation(
+        # Model:
+        dof_actid: wp.array(dtype=int),
+        act_qposadr: wp.array(dtype=int),
+        act_kp: wp.array2d(dtype=S),
+        act_kd: wp.array2d(dtype=S),
+        act_effort: wp.array2d(dtype=S),
+        # Data in:
+        e: int,
+        q_mid_in: wp.array2d(dtype=S),
+        qd_in: wp.array2d(dtype=S),
+        q_target_in: wp.array2d(dtype=S),
+        qfrc_applied_in: wp.array2d(dtype=S),
+        qfrc_bias_in: wp.array2d(dtype=S),
+        # Data out:
+        qfrc_actuator_out: wp.array2d(dtype=S),
+        qfrc_smooth_out: wp.array2d(dtype=S),
+    ):
+        """PD torques (N m) and the smooth force; gains/limits are [*, NU], q_target and qfrc_applied
+        [*, NU] / [*, NV] (row ``e % rows``)."""
+        pe = e % act_kp.shape[0]
+        pt = e % q_target_in.shape[0]
+        pa = e % qfrc_applied_in.shape[0]
+        for i in range(dof_actid.shape[0]):
+            a = dof_actid[i]
+            tau = S(0.0)
+            if a >= 0:
+                lim = act_effort[pe, a]
+                err = q_target_in[pt, a] - q_mid_in[e, act_qposadr[a]]
+                tau = wp.clamp(act_kp[pe, a] * err - act_kd[pe, a] * qd_in[e, i], -lim, lim)
+            qfrc_actuator_out[e, i] = tau
+            qfrc_smooth_out[e, i] = tau + qfrc_applied_in[pa, i] - qfrc_bias_in[e, i]
+
+    return SimpleNamespace(actuation=actuation)

@@ -1,0 +1,219 @@
+"""Host -> device: compile a ``mujoco.MjModel`` into a Warp ``Model``; allocate ``StepData``.
+
+The Warp model is read from the same MJCF both simulators load (never a second description):
+tree, joint frames and axes, inertias and armature come from ``mujoco.MjModel``, the PD gains
+and effort limits from ``RobotSpec`` (which reads them from the MJCF's actuators).
+"""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+import torch
+import warp as wp
+
+from bcg_deploy.diffsim.types import JNT_FREE, JNT_HINGE, JNT_NONE, Model, StepData, Types
+from bcg_deploy.robots.spec import RobotSpec
+
+
+def _wxyz_to_xyzw(q: np.ndarray) -> np.ndarray:
+    return np.concatenate([q[..., 1:4], q[..., :1]], axis=-1)
+
+
+def _check_supported(mjm: mujoco.MjModel) -> None:
+    for b in range(1, mjm.nbody):
+        if mjm.body_jntnum[b] > 1:
+            raise NotImplementedError(f"body {mjm.body(b).name!r} has {mjm.body_jntnum[b]} joints: at most 1 supported")
+    for j in range(mjm.njnt):
+        t = mjm.jnt_type[j]
+        if t == mujoco.mjtJoint.mjJNT_FREE:
+            if mjm.jnt_bodyid[j] != 1 or mjm.body_parentid[1] != 0:
+                raise NotImplementedError("a free joint is supported only on body 1, a child of the world")
+        elif t != mujoco.mjtJoint.mjJNT_HINGE:
+            raise NotImplementedError(f"joint {mjm.joint(j).name!r}: only free and hinge joints are supported")
+    for name in ("dof_damping", "dof_frictionloss"):
+        if np.any(getattr(mjm, name) != 0):
+            raise NotImplementedError(f"{name} is not supported (must be 0)")
+    if np.any(mjm.jnt_stiffness != 0):
+        raise NotImplementedError("jnt_stiffness is not supported (must be 0)")
+    if np.any(mjm.dof_parentid[1:] >= np.arange(1, mjm.nv)):
+        raise NotImplementedError("dofs must be ordered parent before child")
+
+
+def tree_arrays(mjm: mujoco.MjModel) -> dict:
+    """Index arrays of the tree (numpy int32): body children, per-body joint, mass-matrix sparsity."""
+    nb, nv = mjm.nbody, mjm.nv
+    children = [[] for _ in range(nb)]
+    for b in range(1, nb):
+        children[mjm.body_parentid[b]].append(b)
+    max_children = max(1, max(len(c) for c in children))
+    body_children = -np.ones((nb, max_children), np.int32)
+    for b, c in enumerate(children):
+        body_children[b, : len(c)] = c
+    jnttype = np.full(nb, JNT_NONE, np.int32)
+    qposadr = -np.ones(nb, np.int32)
+    dofadr = -np.ones(nb, np.int32)
+    jnt_pos = np.zeros((nb, 3))
+    jnt_axis = np.zeros((nb, 3))
+    for b in range(1, nb):
+        if mjm.body_jntnum[b] == 1:
+            j = mjm.body_jntadr[b]
+            jnttype[b] = JNT_FREE if mjm.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE else JNT_HINGE
+            qposadr[b], dofadr[b] = mjm.jnt_qposadr[j], mjm.jnt_dofadr[j]
+            jnt_pos[b], jnt_axis[b] = mjm.jnt_pos[j], mjm.jnt_axis[j]
+    # Tree-sparse rows: dof i, then its ancestors up to the root.
+    rows = []
+    for i in range(nv):
+        row, j = [], i
+        while j >= 0:
+            row.append(j)
+            j = mjm.dof_parentid[j]
+        rows.append(row)
+    Mnum = np.array([len(r) for r in rows], np.int32)
+    Madr = np.concatenate([[0], np.cumsum(Mnum)[:-1]]).astype(np.int32)
+    return {
+        "body_parentid": mjm.body_parentid.astype(np.int32),
+        "body_children": body_children,
+        "max_children": max_children,
+        "body_jnttype": jnttype,
+        "body_qposadr": qposadr,
+        "body_dofadr": dofadr,
+        "jnt_pos": jnt_pos,
+        "jnt_axis": jnt_axis,
+        "dof_bodyid": mjm.dof_bodyid.astype(np.int32),
+        "dof_Madr": Madr,
+        "dof_Mnum": Mnum,
+        "M_colind": np.concatenate(rows).astype(np.int32),
+    }
+
+
+def put_model(mjm: mujoco.MjModel, robot: RobotSpec, t: Types, device: str, gravity: bool = True) -> Model:
+    """Compile ``mjm`` (the robot without scene) into a Warp ``Model`` of precision ``t``.
+
+    Raises NotImplementedError for MJCF features we do not simulate (ball/slide joints, several joints
+    on one body, joint damping/friction/stiffness) rather than ignoring them silently.
+    """
+    _check_supported(mjm)
+    tree = tree_arrays(mjm)
+    nb, nv = mjm.nbody, mjm.nv
+    jids = [mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_JOINT, n) for n in robot.joint_names]
+    if min(jids) < 0:
+        raise ValueError(f"{robot.name}: a RobotSpec joint is missing from the MJCF")
+    act_qposadr = mjm.jnt_qposadr[jids].astype(np.int32)
+    act_dofadr = mjm.jnt_dofadr[jids].astype(np.int32)
+    dof_actid = -np.ones(nv, np.int32)
+    dof_actid[act_dofadr] = np.arange(len(jids), dtype=np.int32)
+
+    def ints(a):
+        return wp.array(np.ascontiguousarray(a, dtype=np.int32), dtype=wp.int32, device=device)
+
+    def arr(a, dtype):
+        return wp.array(np.ascontiguousarray(a, dtype=t.np_dtype), dtype=dtype, device=device)
+
+    g = mjm.opt.gravity if gravity else np.zeros(3)
+    return Model(
+        nq=mjm.nq,
+        nv=nv,
+        nbody=nb,
+        nu=len(jids),
+        nM=int(tree["dof_Mnum"].sum()),
+        max_children=tree["max_children"],
+        has_free_base=bool(tree["body_jnttype"][1] == JNT_FREE),
+        types=t,
+        device=device,
+        body_parentid=ints(tree["body_parentid"]),
+        body_children=ints(tree["body_children"]),
+        body_jnttype=ints(tree["body_jnttype"]),
+        body_qposadr=ints(tree["body_qposadr"]),
+        body_dofadr=ints(tree["body_dofadr"]),
+        body_pos=arr(mjm.body_pos, t.vec3),
+        body_quat=arr(_wxyz_to_xyzw(mjm.body_quat), t.quat),
+        jnt_pos=arr(tree["jnt_pos"], t.vec3),
+        jnt_axis=arr(tree["jnt_axis"], t.vec3),
+        body_mass=arr(mjm.body_mass[None], t.scalar),
+        body_ipos=arr(mjm.body_ipos[None], t.vec3),
+        body_iquat=arr(_wxyz_to_xyzw(mjm.body_iquat)[None], t.quat),
+        body_inertia=arr(mjm.body_inertia[None], t.vec3),
+        dof_bodyid=ints(tree["dof_bodyid"]),
+        dof_Madr=ints(tree["dof_Madr"]),
+        dof_Mnum=ints(tree["dof_Mnum"]),
+        M_colind=ints(tree["M_colind"]),
+        dof_armature=arr(mjm.dof_armature[None], t.scalar),
+        dof_actid=ints(dof_actid),
+        act_qposadr=ints(act_qposadr),
+        act_dofadr=ints(act_dofadr),
+        act_kp=arr(robot.kp[None], t.scalar),
+        act_kd=arr(robot.kd[None], t.scalar),
+        act_effort=arr(robot.effort_limit[None], t.scalar),
+        gravity=t.vec3(*[float(x) for x in g]),
+        host={**{k: v for k, v in tree.items() if isinstance(v, np.ndarray)}, "act_dofadr": act_dofadr},
+    )
+
+
+def step_layout(m: Model, num_envs: int, substeps: int) -> list[tuple[str, tuple, type, int, bool]]:
+    """(name, shape, warp dtype, scalars per element, has adjoint) of every ``StepData`` array."""
+    t, E, S, nb, nv = m.types, num_envs, substeps, m.nbody, m.nv
+    return [
+        ("q", (S + 1, E, m.nq), t.scalar, 1, True),
+        ("qd", (S + 1, E, nv), t.scalar, 1, True),
+        ("q_target", (E, m.nu), t.scalar, 1, True),
+        ("q_mid", (S, E, m.nq), t.scalar, 1, True),
+        ("ref_pos", (S, E), t.vec3, 3, True),
+        ("xpos", (S, E, nb), t.vec3, 3, True),
+        ("xquat", (S, E, nb), t.quat, 4, True),
+        ("cinert", (S, E, nb), t.vec10, 10, True),
+        ("cdof", (S, E, nv), t.vec6, 6, True),
+        ("cvel", (S, E, nb), t.vec6, 6, True),
+        ("cdof_dot", (S, E, nv), t.vec6, 6, True),
+        ("cacc", (S, E, nb), t.vec6, 6, True),
+        ("cfrc_body", (S, E, nb), t.vec6, 6, True),
+        ("cfrc", (S, E, nb), t.vec6, 6, True),
+        ("crb", (S, E, nb), t.vec10, 10, True),
+        ("qM", (S, E, m.nM), t.scalar, 1, True),
+        ("qLD", (S, E, m.nM), t.scalar, 1, False),
+        ("qfrc_bias", (S, E, nv), t.scalar, 1, True),
+        ("qfrc_actuator", (S, E, nv), t.scalar, 1, True),
+        ("qfrc_smooth", (S, E, nv), t.scalar, 1, True),
+        ("dqd", (S, E, nv), t.scalar, 1, True),
+        ("adj_rhs", (S, E, nv), t.scalar, 1, False),  # scratch of the solve's adjoint: M^-1 adj_dqd
+    ]
+
+
+def _carve(buffer: torch.Tensor, offset: int, shape: tuple, dtype: type, per: int, device: str):
+    """A Warp array and a torch view over ``buffer[offset:]`` (no copy; ``buffer`` must outlive both)."""
+    n = int(np.prod(shape)) * per
+    view = buffer[offset : offset + n].view(*shape, per) if per > 1 else buffer[offset : offset + n].view(*shape)
+    ptr = buffer.data_ptr() + offset * buffer.element_size()
+    return wp.array(ptr=ptr, shape=shape, dtype=dtype, device=device), view
+
+
+def make_step_data(m: Model, num_envs: int, substeps: int) -> StepData:
+    """Allocate one control step's arrays in two flat torch buffers (forward values and adjoints).
+
+    One buffer each means one allocation per step and one ``zero_()`` to reset all adjoints.
+    ``adj_rhs`` lives in the adjoint buffer (it is backward-pass scratch); ``qLD`` has no adjoint.
+    """
+    layout = step_layout(m, num_envs, substeps)
+    dev = torch.device(m.device)
+    sizes = {name: int(np.prod(shape)) * per for name, shape, _, per, _ in layout}
+    fwd_names = [n for n, *_ in layout if n != "adj_rhs"]
+    grad_names = [n for n, *_, g in layout if g] + ["adj_rhs"]
+    fwd = torch.empty(sum(sizes[n] for n in fwd_names), dtype=m.types.torch_dtype, device=dev)
+    grad = torch.zeros(sum(sizes[n] for n in grad_names), dtype=m.types.torch_dtype, device=dev)
+    spec = {name: (shape, dtype, per) for name, shape, dtype, per, _ in layout}
+    arrays, grads, views, grad_views, off = {}, {}, {}, {}, 0
+    for n in fwd_names:
+        arrays[n], views[n] = _carve(fwd, off, *spec[n], m.device)
+        off += sizes[n]
+    off = 0
+    for n in grad_names:
+        a, v = _carve(grad, off, *spec[n], m.device)
+        if n == "adj_rhs":
+            arrays[n] = a
+        else:
+            grads[n], grad_views[n] = a, v
+        off += sizes[n]
+    return StepData(
+        arrays=arrays, grads=grads, views=views, grad_views=grad_views, fwd_buffer=fwd, grad_buffer=grad,
+        fwd_cmds=[], adj_cmds=[],
+    )  # fmt: skip

@@ -1,0 +1,132 @@
+"""Stage 1: midpoint configuration and forward kinematics (per env, loops over the tree).
+
+``midpoint``: q_mid = q + (h) qd with the free-joint quaternion integrated on the manifold.
+``kinematics``: body frames, body spatial inertias and dof motion axes at q_mid, all relative to the
+env's reference point ``ref_pos`` (the base position at q_mid).
+
+Tape safety: every per-body value is written once into an output array and read back from it by the
+children; no value is carried in a local variable across iterations of a dynamic loop.
+"""
+
+# No ``from __future__ import annotations``: Warp reads the (closure) type annotations at definition.
+
+from functools import cache
+from types import SimpleNamespace
+
+import warp as wp
+
+from bcg_deploy.diffsim import math as dmath
+from bcg_deploy.diffsim.types import JNT_FREE, JNT_HINGE, Types
+
+
+@cache
+def build(t: Types) -> SimpleNamespace:
+    S, vec3, vec6, vec10, quat = t.scalar, t.vec3, t.vec6, t.vec10, t.quat
+    mod = dmath.module_name(t)
+    mth = dmath.build(t)
+    spatial, spatial_inertia, quat_integrate = mth.spatial, mth.spatial_inertia, mth.quat_integrate
+    FREE = wp.constant(JNT_FREE)
+    HINGE = wp.constant(JNT_HINGE)
+
+    @wp.func(module=mod)
+    def midpoint(
+        # Model:
+        body_jnttype: wp.array(dtype=int),
+        body_qposadr: wp.array(dtype=int),
+        body_dofadr: wp.array(dtype=int),
+        # Data in:
+        e: int,
+        q_in: wp.array2d(dtype=S),
+        qd_in: wp.array2d(dtype=S),
+        h: S,
+        # Data out:
+        q_mid_out: wp.array2d(dtype=S),
+        ref_pos_out: wp.array(dtype=vec3),
+    ):
+        """q_mid = q + h qd (h = dt/2 in a substep, 0 to evaluate at q). The free joint's position moves
+        with the world-frame velocity, its (normalised) quaternion with the local angular velocity."""
+        ref_pos_out[e] = vec3(S(0.0), S(0.0), S(0.0))
+        for b in range(1, body_jnttype.shape[0]):
+            jt = body_jnttype[b]
+            a = body_qposadr[b]
+            d = body_dofadr[b]
+            if jt == FREE:
+                pos = vec3(q_in[e, a], q_in[e, a + 1], q_in[e, a + 2])
+                pos = pos + h * vec3(qd_in[e, d], qd_in[e, d + 1], qd_in[e, d + 2])
+                rot = wp.normalize(quat(q_in[e, a + 4], q_in[e, a + 5], q_in[e, a + 6], q_in[e, a + 3]))
+                rot = quat_integrate(rot, vec3(qd_in[e, d + 3], qd_in[e, d + 4], qd_in[e, d + 5]), h)
+                q_mid_out[e, a] = pos[0]
+                q_mid_out[e, a + 1] = pos[1]
+                q_mid_out[e, a + 2] = pos[2]
+                q_mid_out[e, a + 3] = rot[3]
+                q_mid_out[e, a + 4] = rot[0]
+                q_mid_out[e, a + 5] = rot[1]
+                q_mid_out[e, a + 6] = rot[2]
+                if b == 1:
+                    ref_pos_out[e] = pos
+            elif jt == HINGE:
+                q_mid_out[e, a] = q_in[e, a] + h * qd_in[e, d]
+
+    @wp.func(module=mod)
+    def kinematics(
+        # Model:
+        body_parentid: wp.array(dtype=int),
+        body_jnttype: wp.array(dtype=int),
+        body_qposadr: wp.array(dtype=int),
+        body_dofadr: wp.array(dtype=int),
+        body_pos: wp.array(dtype=vec3),
+        body_quat: wp.array(dtype=quat),
+        jnt_pos: wp.array(dtype=vec3),
+        jnt_axis: wp.array(dtype=vec3),
+        body_mass: wp.array2d(dtype=S),
+        body_ipos: wp.array2d(dtype=vec3),
+        body_iquat: wp.array2d(dtype=quat),
+        body_inertia: wp.array2d(dtype=vec3),
+        # Data in:
+        e: int,
+        q_mid_in: wp.array2d(dtype=S),
+        ref_pos_in: wp.array(dtype=vec3),
+        # Data out:
+        xpos_out: wp.array2d(dtype=vec3),
+        xquat_out: wp.array2d(dtype=quat),
+        cinert_out: wp.array2d(dtype=vec10),
+        cdof_out: wp.array2d(dtype=vec6),
+    ):
+        """Body frames (origin relative to ref_pos; world orientation), body spatial inertias about
+        ref_pos and dof motion axes (MuJoCo cdof: free translations along world axes, free rotations
+        about the body's local axes through its origin, hinges about their world axis and anchor)."""
+        pe = e % body_mass.shape[0]
+        zero3 = vec3(S(0.0), S(0.0), S(0.0))
+        xpos_out[e, 0] = -ref_pos_in[e]
+        xquat_out[e, 0] = quat(S(0.0), S(0.0), S(0.0), S(1.0))
+        cinert_out[e, 0] = vec10()
+        for b in range(1, body_parentid.shape[0]):
+            jt = body_jnttype[b]
+            a = body_qposadr[b]
+            d = body_dofadr[b]
+            p = body_parentid[b]
+            pos = xpos_out[e, p] + wp.quat_rotate(xquat_out[e, p], body_pos[b])
+            rot = xquat_out[e, p] * body_quat[b]
+            if jt == FREE:
+                # q_mid's quaternion is unit; its position is ref_pos for the base (body 1).
+                pos = vec3(q_mid_in[e, a], q_mid_in[e, a + 1], q_mid_in[e, a + 2]) - ref_pos_in[e]
+                rot = quat(q_mid_in[e, a + 4], q_mid_in[e, a + 5], q_mid_in[e, a + 6], q_mid_in[e, a + 3])
+                for i in range(3):
+                    lin = zero3
+                    lin[i] = S(1.0)
+                    cdof_out[e, d + i] = spatial(zero3, lin)
+                    ax = wp.quat_rotate(rot, lin)
+                    cdof_out[e, d + 3 + i] = spatial(ax, wp.cross(pos, ax))
+            elif jt == HINGE:
+                anchor = pos + wp.quat_rotate(rot, jnt_pos[b])
+                rot = rot * wp.quat_from_axis_angle(jnt_axis[b], q_mid_in[e, a])
+                pos = anchor - wp.quat_rotate(rot, jnt_pos[b])
+                ax = wp.quat_rotate(rot, jnt_axis[b])
+                cdof_out[e, d] = spatial(ax, wp.cross(anchor, ax))
+            xpos_out[e, b] = pos
+            xquat_out[e, b] = rot
+            com = pos + wp.quat_rotate(rot, body_ipos[pe, b])
+            irot = wp.quat_to_matrix(rot * body_iquat[pe, b])
+            cinert_out[e, b] = spatial_inertia(body_mass[pe, b], com, irot, body_inertia[pe, b])
+
+    return SimpleNamespace(midpoint=midpoint, kinematics=kinematics)

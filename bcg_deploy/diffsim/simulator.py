@@ -1,0 +1,293 @@
+"""Public API of the differentiable simulator and its torch bridge.
+
+    sim = Simulator(load_robot("g1"), SimConfig(num_envs=64))
+    state = sim.step(q, qd, q_target)        # one control step = ``substeps`` physics substeps
+    loss(state.q, state.qd).backward()       # gradients reach q, qd and q_target
+
+``step`` is a ``torch.autograd.Function``: its forward replays the recorded Warp launches of one control
+step into a ``StepData`` that belongs to that call only; its backward replays the recorded adjoint
+launches (the Warp tape of the step) in reverse. The ``StepData`` is held by the autograd graph and
+returns to the simulator's pool when the graph is freed, so memory is bounded by the graph's length.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import warp as wp
+
+from bcg_deploy.diffsim import integrator
+from bcg_deploy.diffsim.io import make_step_data, put_model
+from bcg_deploy.diffsim.types import Model, StepData, types_for
+from bcg_deploy.errors import BcgdError
+from bcg_deploy.robots.spec import RobotSpec
+
+
+@dataclass
+class SimConfig:
+    """Simulator settings.
+
+    Attributes:
+        num_envs: E, environments stepped in parallel.
+        device: Warp/torch device, "cpu" or "cuda" / "cuda:N".
+        dtype: "float32" (training) or "float64" (checks); torch dtypes are accepted too.
+        physics_dt: substep length (s).
+        substeps: physics substeps per control step (the action is held over them).
+        gravity: include the MJCF's gravity (False: zero gravity).
+        max_idle_buffers: per-step buffer sets kept for reuse after their autograd graph is freed.
+    """
+
+    num_envs: int = 1
+    device: str = "cpu"
+    dtype: str = "float32"
+    physics_dt: float = 0.005
+    substeps: int = 4
+    gravity: bool = True
+    max_idle_buffers: int = 64
+
+
+@dataclass
+class SimState:
+    """State after a control step, MuJoCo layout.
+
+    q: [E, 36] base position (world, m), base quaternion (w x y z), 29 hinge angles (rad).
+    qd: [E, 35] base linear velocity (world frame, m/s), base angular velocity (base frame, rad/s),
+        29 hinge rates (rad/s).
+    """
+
+    q: torch.Tensor
+    qd: torch.Tensor
+
+
+def _dtype_name(dtype) -> str:
+    if dtype in ("float32", torch.float32, np.float32):
+        return "float32"
+    if dtype in ("float64", torch.float64, np.float64):
+        return "float64"
+    raise BcgdError(f"SimConfig.dtype: expected 'float32' or 'float64', got {dtype!r}")
+
+
+class _Lease:
+    """Holds a StepData for one autograd node; gives it back to the pool when garbage-collected."""
+
+    def __init__(self, sim: Simulator, data: StepData, generation: int):
+        self.data = data
+        self._release = weakref.finalize(self, sim._give_back, data, generation)
+
+
+class Simulator:
+    """Batched, differentiable Moreau-midpoint simulator of a RobotSpec's MJCF (no contact yet)."""
+
+    def __init__(self, robot: RobotSpec, cfg: SimConfig | None = None):
+        cfg = cfg or SimConfig()
+        if cfg.num_envs < 1 or cfg.substeps < 1 or not cfg.physics_dt > 0:
+            raise BcgdError(
+                f"SimConfig: num_envs and substeps must be >= 1 and physics_dt > 0, got "
+                f"{cfg.num_envs}, {cfg.substeps}, {cfg.physics_dt}"
+            )
+        wp.init()
+        self.robot = robot
+        self.cfg = cfg
+        self.types = types_for(_dtype_name(cfg.dtype))
+        self.device = str(wp.get_device(cfg.device))
+        self.torch_device = torch.device(self.device)
+        self.mjm = robot.load_model(scene=False)
+        self.model: Model = put_model(self.mjm, robot, self.types, self.device, cfg.gravity)
+        self.kernels = integrator.build(self.types, self.model.max_children)
+        self.nq, self.nv, self.nu = self.model.nq, self.model.nv, self.model.nu
+        S = self.types.scalar
+        self._zero_frc = wp.zeros((1, self.nv), dtype=S, device=self.device)
+        self._zero_gains = tuple(wp.zeros((1, self.nu), dtype=S, device=self.device) for _ in range(3))
+        self._pool: list[StepData] = []
+        self._generation = 0
+        self._nograd_data: StepData | None = None
+        self._eval_data: dict[int, StepData] = {}
+        h = self.model.host
+        rows = np.repeat(np.arange(self.nv), h["dof_Mnum"])
+        self._M_rows = torch.as_tensor(rows, device=self.torch_device)
+        self._M_cols = torch.as_tensor(h["M_colind"].astype(np.int64), device=self.torch_device)
+
+    # ----------------------------------------------------------------------------------------------
+    # Public API
+    # ----------------------------------------------------------------------------------------------
+    @property
+    def num_envs(self) -> int:
+        return self.cfg.num_envs
+
+    @property
+    def control_dt(self) -> float:
+        return self.cfg.physics_dt * self.cfg.substeps
+
+    def step(self, q: torch.Tensor, qd: torch.Tensor, q_target: torch.Tensor) -> SimState:
+        """One control step (``substeps`` x ``physics_dt``) with PD targets held; differentiable in all inputs.
+
+        q [E, NQ], qd [E, NV] in MuJoCo layout; q_target [E, NU] in RobotSpec joint order (rad).
+        The base quaternion may be unnormalised (it is normalised inside; outputs are unit).
+        """
+        q, qd, q_target = self._inputs(q, qd, q_target, self.cfg.num_envs)
+        needs_grad = torch.is_grad_enabled() and (q.requires_grad or qd.requires_grad or q_target.requires_grad)
+        if not needs_grad:
+            d = self._nograd()
+            self._forward(d, q, qd, q_target)
+            return SimState(d.views["q"][-1].clone(), d.views["qd"][-1].clone())
+        q_out, qd_out = _StepFunction.apply(self, q, qd, q_target)
+        return SimState(q_out, qd_out)
+
+    def mass_matrix(self, q: torch.Tensor) -> torch.Tensor:
+        """Joint-space mass matrix M(q) [B, NV, NV] including armature (not differentiable)."""
+        q = self._batch(q, self.nq, "q")
+        return self._evaluate(q, torch.zeros(q.shape[0], self.nv, dtype=q.dtype, device=q.device), None)["M"]
+
+    def bias_forces(self, q: torch.Tensor, qd: torch.Tensor) -> torch.Tensor:
+        """MuJoCo's qfrc_bias(q, qd) [B, NV]: gravity + Coriolis/centrifugal forces (not differentiable)."""
+        return self._evaluate(self._batch(q, self.nq, "q"), self._batch(qd, self.nv, "qd"), None)["bias"]
+
+    def forward_dynamics(self, q: torch.Tensor, qd: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+        """qacc = M^-1 (tau - qfrc_bias) [B, NV] without PD or contact (not differentiable).
+
+        ``tau`` is a generalised force [B, NV], or hinge torques [B, NU] in RobotSpec order.
+        """
+        q, qd = self._batch(q, self.nq, "q"), self._batch(qd, self.nv, "qd")
+        tau = torch.as_tensor(tau, dtype=self.types.torch_dtype, device=self.torch_device)
+        if tau.shape[-1] == self.nu and tau.shape[-1] != self.nv:
+            full = torch.zeros(tau.shape[0], self.nv, dtype=tau.dtype, device=tau.device)
+            full[:, torch.as_tensor(self.model.host["act_dofadr"], device=tau.device)] = tau
+            tau = full
+        return self._evaluate(q, qd, self._batch(tau, self.nv, "tau"))["qacc"]
+
+    def set_env_params(self, **params: torch.Tensor | np.ndarray) -> None:
+        """Override model parameters per env (domain randomisation); shape [E, n] or [n] (shared).
+
+        Supported names: act_kp, act_kd, act_effort [.., NU]; dof_armature [.., NV]; body_mass [.., NB];
+        body_ipos, body_inertia [.., NB, 3]. Buffers recorded with the old parameters are dropped.
+        """
+        t, m = self.types, self.model
+        sizes = {"act_kp": m.nu, "act_kd": m.nu, "act_effort": m.nu, "dof_armature": m.nv, "body_mass": m.nbody}
+        vec_sizes = {"body_ipos": m.nbody, "body_inertia": m.nbody}
+        for name, value in params.items():
+            a = np.asarray(value.detach().cpu() if isinstance(value, torch.Tensor) else value, dtype=t.np_dtype)
+            if name in sizes:
+                n, dtype, inner = sizes[name], t.scalar, ()
+            elif name in vec_sizes:
+                n, dtype, inner = vec_sizes[name], t.vec3, (3,)
+            else:
+                raise BcgdError(f"set_env_params: unknown parameter {name!r}; expected one of {[*sizes, *vec_sizes]}")
+            if a.shape[-1 - len(inner) :] != (n, *inner):
+                raise BcgdError(f"set_env_params: {name} must end in shape {(n, *inner)}, got {a.shape}")
+            a = a.reshape(-1, n, *inner)
+            if a.shape[0] not in (1, self.cfg.num_envs):
+                raise BcgdError(f"set_env_params: {name} needs 1 or {self.cfg.num_envs} rows, got {a.shape[0]}")
+            setattr(m, name, wp.array(a, dtype=dtype, device=self.device))
+        self._generation += 1
+        self._pool.clear()
+        self._nograd_data = None
+        self._eval_data.clear()
+
+    # ----------------------------------------------------------------------------------------------
+    # Internals
+    # ----------------------------------------------------------------------------------------------
+    def _batch(self, x, n: int, name: str) -> torch.Tensor:
+        x = torch.as_tensor(x).to(device=self.torch_device, dtype=self.types.torch_dtype)
+        if x.dim() != 2 or x.shape[1] != n:
+            raise BcgdError(f"{name}: expected shape [B, {n}], got {tuple(x.shape)}")
+        return x
+
+    def _inputs(self, q, qd, q_target, num_envs: int):
+        out = []
+        for x, n, name in ((q, self.nq, "q"), (qd, self.nv, "qd"), (q_target, self.nu, "q_target")):
+            x = self._batch(x, n, name)
+            if x.shape[0] != num_envs:
+                raise BcgdError(f"{name}: expected {num_envs} envs (SimConfig.num_envs), got {x.shape[0]}")
+            out.append(x)
+        return out
+
+    def _new_data(self, num_envs: int, substeps: int, grad: bool) -> StepData:
+        d = make_step_data(self.model, num_envs, substeps)
+        integrator.record_step(self.model, self.kernels, d, self.cfg.physics_dt, self._zero_frc, self._zero_frc, grad)
+        return d
+
+    def _nograd(self) -> StepData:
+        if self._nograd_data is None:
+            self._nograd_data = self._new_data(self.cfg.num_envs, self.cfg.substeps, grad=False)
+        return self._nograd_data
+
+    def _acquire(self) -> _Lease:
+        d = self._pool.pop() if self._pool else self._new_data(self.cfg.num_envs, self.cfg.substeps, grad=True)
+        return _Lease(self, d, self._generation)
+
+    def _give_back(self, d: StepData, generation: int) -> None:
+        if generation == self._generation and len(self._pool) < self.cfg.max_idle_buffers:
+            self._pool.append(d)
+
+    def _stream(self):
+        if self.torch_device.type == "cuda":
+            return wp.stream_from_torch(torch.cuda.current_stream(self.torch_device))
+        return None
+
+    def _forward(self, d: StepData, q, qd, q_target) -> None:
+        with torch.no_grad():
+            d.views["q"][0].copy_(q)
+            d.views["qd"][0].copy_(qd)
+            d.views["q_target"].copy_(q_target)
+        stream = self._stream()
+        for cmd in d.fwd_cmds:
+            cmd.launch(stream)
+
+    def _backward(self, d: StepData, grad_q, grad_qd):
+        d.grad_buffer.zero_()
+        gv = d.grad_views
+        if grad_q is not None:
+            gv["q"][-1].copy_(grad_q)
+        if grad_qd is not None:
+            gv["qd"][-1].copy_(grad_qd)
+        stream = self._stream()
+        for cmd in d.adj_cmds:
+            cmd.launch(stream)
+        return gv["q"][0].clone(), gv["qd"][0].clone(), gv["q_target"].clone()
+
+    def _eval(self, batch: int) -> StepData:
+        d = self._eval_data.get(batch)
+        if d is None:
+            m = self.model
+            d = make_step_data(m, batch, 1)
+            d.qfrc_applied = wp.zeros((batch, self.nv), dtype=self.types.scalar, device=self.device)
+            rec = integrator.Recorder(self.device, batch, None)
+            integrator.record_substep(
+                m, self.kernels, d, 0, 1.0, rec, d.qfrc_applied, self._zero_frc, gains=self._zero_gains, h=0.0
+            )
+            d.fwd_cmds = rec.fwd
+            self._eval_data[batch] = d
+        return d
+
+    def _evaluate(self, q: torch.Tensor, qd: torch.Tensor, tau: torch.Tensor | None) -> dict:
+        b = q.shape[0]
+        d = self._eval(b)
+        applied = wp.to_torch(d.qfrc_applied)
+        with torch.no_grad():
+            applied.copy_(tau if tau is not None else torch.zeros_like(qd))
+            d.views["q_target"].zero_()
+        self._forward(d, q, qd, d.views["q_target"])
+        qM = d.views["qM"][0]
+        M = torch.zeros(b, self.nv, self.nv, dtype=qM.dtype, device=qM.device)
+        M[:, self._M_rows, self._M_cols] = qM
+        M[:, self._M_cols, self._M_rows] = qM
+        return {"M": M, "bias": d.views["qfrc_bias"][0].clone(), "qacc": d.views["dqd"][0].clone()}
+
+
+class _StepFunction(torch.autograd.Function):
+    """One control step; backward replays the step's recorded adjoint launches (its Warp tape)."""
+
+    @staticmethod
+    def forward(ctx, sim: Simulator, q, qd, q_target):
+        lease = sim._acquire()
+        sim._forward(lease.data, q, qd, q_target)
+        ctx.sim, ctx.lease = sim, lease
+        return lease.data.views["q"][-1].clone(), lease.data.views["qd"][-1].clone()
+
+    @staticmethod
+    def backward(ctx, grad_q, grad_qd):
+        gq, gqd, gt = ctx.sim._backward(ctx.lease.data, grad_q, grad_qd)
+        return None, gq, gqd, gt
