@@ -244,7 +244,7 @@ def _as_range(v, key: str) -> tuple[float, float]:
     try:
         lo, hi = (float(x) for x in v)
     except (TypeError, ValueError):
-        raise BcgdError(f"metadata bcgd.domain_randomization.{key} = {v!r}: expected a [lo, hi] range") from None
+        raise BcgdError(f"metadata bcgd.domain_randomization.{key} = {v!r}: expected a (lo, hi) range") from None
     return (lo, hi)
 
 

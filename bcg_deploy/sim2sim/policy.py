@@ -179,6 +179,7 @@ def _session(path: Path):
         return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises its own exception types for every kind of bad file
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first.replace("[", "(").replace("]", ")")
         raise BcgdError(f"cannot read policy {path}: not a loadable ONNX model ({first[:160]})") from None
 
 
@@ -214,7 +215,8 @@ class OnnxPolicy:
         for name, n in dims.items():
             shape = ins[name].shape
             if len(shape) != 2 or (isinstance(shape[1], int) and shape[1] != n):
-                raise BcgdError(f"{self.path}: input {name} has shape {shape}, expected [batch, {n}]")
+                got = "(" + ", ".join(str(x) for x in shape) + ")"
+                raise BcgdError(f"{self.path}: input {name} has shape {got}, expected (batch, {n})")
         self.batch_dynamic = not isinstance(ins["time_step"].shape[0], int)
         outs = [o.name for o in self.session.get_outputs()]
         if TARGET_OUTPUT not in outs:
@@ -252,9 +254,15 @@ class OnnxPolicy:
                 rows.append(self.session.run(names, feeds))
             outs = [np.concatenate([r[n] for r in rows]) for n in range(len(names))]
         arrays = {k: np.asarray(o, dtype=np.float64) for k, o in zip(REF_KEYS, outs, strict=True)}
-        nb = len(self.meta.body_names)
-        arrays["body_pos_w"] = arrays["body_pos_w"].reshape(t, nb, 3)
-        arrays["body_quat_w"] = arrays["body_quat_w"].reshape(t, nb, 4)
-        arrays["body_lin_vel_w"] = arrays["body_lin_vel_w"].reshape(t, nb, 3)
-        arrays["body_ang_vel_w"] = arrays["body_ang_vel_w"].reshape(t, nb, 3)
+        nb, nj = len(self.meta.body_names), self.num_joints
+        want = {"joint_pos": (t, nj), "joint_vel": (t, nj), "body_pos_w": (t, nb, 3), "body_quat_w": (t, nb, 4)}
+        want |= {"body_lin_vel_w": (t, nb, 3), "body_ang_vel_w": (t, nb, 3)}
+        for key, shape in want.items():
+            if arrays[key].size != int(np.prod(shape)):
+                got = "x".join(str(x) for x in arrays[key].shape)
+                raise BcgdError(
+                    f"{self.path}: output {self.ref_outputs[key]} over {t} time steps has shape {got}, "
+                    f"expected {'x'.join(map(str, shape))}"
+                )
+            arrays[key] = arrays[key].reshape(shape)
         return Reference(fps=1.0 / self.meta.control_dt, source=f"policy {self.path.name}", **arrays)

@@ -230,6 +230,7 @@ def prepare(onnx_path: str | Path | None, cfg: Sim2SimConfig) -> Sim2SimSetup:
                 f"motion {cfg.motion} is at {ref.fps:g} fps, the policy's control rate is {1 / control_dt:g} Hz"
             )
     else:
+        _substeps(control_dt, cfg.physics_dt)
         ref = policy.reference()
     return _finish_setup(spec, ref, control_dt, kp, kd, effort, armature, cfg, policy, notes, onnx_path)
 
@@ -257,16 +258,21 @@ def _check_cfg(cfg: Sim2SimConfig) -> None:
         raise BcgdError(f"--noise {cfg.noise_scale}: expected a scale >= 0")
 
 
+def _substeps(control_dt: float, physics_dt: float) -> int:
+    ratio = control_dt / physics_dt
+    n_sub = int(round(ratio))
+    if n_sub < 1 or abs(ratio - n_sub) > 1e-6:
+        raise BcgdError(
+            f"--physics-dt {physics_dt:g}: the control dt {control_dt:g} s must be a whole number of physics steps"
+        )
+    return n_sub
+
+
 def _finish_setup(spec, ref, control_dt, kp, kd, effort, armature, cfg, policy, notes, onnx_path=None):
     meta = policy.meta if policy is not None else None
     if cfg.max_duration_s is not None:
         ref = ref.truncated(int(round(cfg.max_duration_s * ref.fps)) + 1)
-    ratio = control_dt / cfg.physics_dt
-    n_sub = int(round(ratio))
-    if n_sub < 1 or abs(ratio - n_sub) > 1e-6:
-        raise BcgdError(
-            f"--physics-dt {cfg.physics_dt:g}: the control dt {control_dt:g} s must be a whole number of physics steps"
-        )
+    n_sub = _substeps(control_dt, cfg.physics_dt)
     model = build_model(spec, cfg.physics_dt, np.asarray(effort, np.float64), armature)
     setup = Sim2SimSetup(spec, ref, control_dt, n_sub, kp, kd, effort, model, policy, notes=notes)
     if cfg.randomize:

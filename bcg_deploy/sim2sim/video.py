@@ -25,6 +25,11 @@ NO_GL = (
 )
 
 
+def _plain(text: str) -> str:
+    """Library messages without square brackets (the CLI prints errors as rich markup)."""
+    return text.replace("[", "(").replace("]", ")")
+
+
 def gl_context(width: int, height: int):
     """Create and make current an offscreen GL context; returns (context, backend name)."""
     env = os.environ.get("MUJOCO_GL", "").lower().strip()
@@ -48,7 +53,7 @@ def gl_context(width: int, height: int):
             return ctx, be
         except Exception as exc:  # each backend fails differently (ImportError, RuntimeError, GLError)
             tried.append(f"{be}: {str(exc).splitlines()[0][:80] if str(exc) else type(exc).__name__}")
-    raise BcgdError(NO_GL.format(tried="; ".join(tried)))
+    raise BcgdError(NO_GL.format(tried=_plain("; ".join(tried))))
 
 
 class VideoRecorder:
@@ -61,7 +66,7 @@ class VideoRecorder:
         try:
             import imageio.v2 as imageio
         except ImportError:
-            raise BcgdError('--video needs imageio and imageio-ffmpeg: pip install "bcg-deploy[video]"') from None
+            raise BcgdError("--video needs imageio and imageio-ffmpeg: pip install imageio imageio-ffmpeg") from None
         self.path = Path(path)
         self.fps, self.width, self.height, self.run_index = fps, width, height, run_index
         self._imageio = imageio
@@ -145,7 +150,8 @@ class ViewerHook:
             try:
                 self._viewer = mujoco.viewer.launch_passive(m, d)
             except Exception as exc:
-                raise BcgdError(f"--viewer could not open a window: {str(exc).splitlines()[0][:120]}") from None
+                msg = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+                raise BcgdError(f"--viewer could not open a window: {_plain(msg)}") from None
             self._t0 = time.perf_counter() - k * self.control_dt
         if not self._viewer.is_running():
             return
