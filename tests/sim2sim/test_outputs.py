@@ -1,0 +1,68 @@
+"""Report outputs: JSON (atomic, NaN-free, deterministic), PNG plot, MP4 video (skips without GL)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from bcg_deploy.errors import BcgdError
+from bcg_deploy.robots import load_robot
+from bcg_deploy.sim2sim.reference import reference_from_states
+from bcg_deploy.sim2sim.report import Report
+from bcg_deploy.sim2sim.runner import Sim2SimConfig, setup_from_reference, simulate_run
+
+
+@pytest.fixture(scope="module")
+def report():
+    m = load_robot().load_model()
+    q = np.tile(m.key_qpos[0], (16, 1))
+    q[:, 2] = 2.0  # in the air: no contact, so penetration is NaN -> null in JSON
+    ref = reference_from_states(m, q, np.zeros((16, m.nv)), 50.0)
+    cfg = Sim2SimConfig(runs=2, replay=True)
+    setup = setup_from_reference(ref, cfg)
+    return Report.build(setup.settings, [simulate_run(setup, cfg, r) for r in range(2)]), setup
+
+
+def test_json_schema_and_null_for_nan(report, tmp_path):
+    rep, _ = report
+    path = rep.write_json(tmp_path / "sub" / "r.json")
+    d = json.loads(path.read_text())
+    assert set(d) == {"report_version", "settings", "aggregate", "runs"}
+    s = d["settings"]
+    for key in ("physics_dt", "control_dt", "latency_ms", "noise_scale", "randomize", "seed", "mujoco"):
+        assert key in s
+    assert s["mujoco"]["integrator"] == "mjINT_EULER" and s["mujoco"]["timestep"] == 0.002
+    assert d["aggregate"]["falls"] == 0  # 0.3 s of free fall from 2 m stays above 0.3 m
+    assert d["runs"][0]["foot_penetration_mm"] is None  # never touched the floor: NaN -> null
+    assert d["aggregate"]["foot_penetration_mm"] == {"mean": None, "std": None}
+    assert d["aggregate"]["e_track_cm"]["std"] == 0.0  # nothing random: identical runs
+    assert not list(path.parent.glob(".*"))  # no temporary left behind
+
+
+def test_plot_png(report, tmp_path):
+    rep, _ = report
+    path = rep.plot(tmp_path / "err.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_video_mp4_or_clear_no_gl_error(report, tmp_path):
+    from bcg_deploy.sim2sim.video import VideoRecorder
+
+    _, setup = report
+    cfg = Sim2SimConfig(runs=1, replay=True)
+    try:
+        rec = VideoRecorder(tmp_path / "v.mp4", fps=50.0, width=160, height=120)
+        simulate_run(setup, cfg, 0, on_control_step=lambda k, m, d: rec(0, k, m, d))
+    except BcgdError as exc:
+        assert "OpenGL" in str(exc) and "\n" not in str(exc)
+        pytest.skip(f"no offscreen GL here: {exc}")
+    path = rec.close()
+    assert path is not None and path.stat().st_size > 1000
+    assert rec.frames > 1
+    import imageio.v2 as imageio
+
+    frames = imageio.mimread(path)
+    assert len(frames) == rec.frames and frames[0].shape[:2] == (120, 160)
+    assert np.asarray(frames[0]).std() > 1.0  # not a blank image
