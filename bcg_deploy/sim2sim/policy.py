@@ -24,17 +24,15 @@ TARGET_OUTPUT = "joint_pos_target"
 REF_KEYS = ("joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w")
 # Output names the reference frame may carry (an output cannot share the name of an input).
 _REF_PREFIXES = ("", "ref_", "reference_", "motion_")
-REQUIRED_KEYS = (
-    "joint_names",
-    "joint_stiffness",
-    "joint_damping",
-    "default_joint_pos",
-    "body_names",
-    "bcgd.control_dt",
-    "bcgd.effort_limit",
-    "bcgd.robot",
-    "bcgd.motion",
-)
+# Logical field -> accepted keys: BeyondMimic profile (comma-separated) first, holosoma profile (JSON).
+FIELD_KEYS = {
+    "joint_names": ("joint_names", "dof_names"),
+    "kp": ("joint_stiffness", "kp"),
+    "kd": ("joint_damping", "kd"),
+    "default_joint_pos": ("default_joint_pos",),
+    "body_names": ("body_names",),
+}
+REQUIRED_KEYS = ("bcgd.control_dt", "bcgd.effort_limit", "bcgd.robot", "bcgd.motion")
 
 
 @dataclass(frozen=True)
@@ -61,11 +59,31 @@ class PolicyMetadata:
     raw: dict = field(repr=False, default_factory=dict)
 
 
-def _csv_floats(meta: dict, key: str, path: Path) -> np.ndarray:
+def _field_key(meta: dict, field: str) -> str | None:
+    return next((k for k in FIELD_KEYS[field] if k in meta), None)
+
+
+def _list(meta: dict, key: str, path: Path) -> list:
+    """A list-valued key: JSON (``[...]``, holosoma profile) or comma-separated (BeyondMimic profile)."""
+    text = meta[key].strip()
+    if text.startswith("["):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            raise BcgdError(f"{path}: metadata {key!r} is not valid JSON") from None
+        if not isinstance(value, list):
+            raise BcgdError(f"{path}: metadata {key!r} is not a list")
+        return value
+    if text.startswith('"'):  # a JSON string holding a comma-separated list
+        text = json.loads(text)
+    return [s.strip() for s in text.split(",")]
+
+
+def _floats(meta: dict, key: str, path: Path) -> np.ndarray:
     try:
-        return np.array([float(x) for x in meta[key].split(",")], dtype=np.float64)
-    except ValueError:
-        raise BcgdError(f"{path}: metadata {key!r} is not a comma-separated list of numbers") from None
+        return np.array([float(x) for x in _list(meta, key, path)], dtype=np.float64)
+    except (TypeError, ValueError):
+        raise BcgdError(f"{path}: metadata {key!r} is not a list of numbers") from None
 
 
 def _json(meta: dict, key: str, path: Path):
@@ -85,13 +103,14 @@ def parse_metadata(meta: dict[str, str], path: Path, spec: RobotSpec, force: boo
     """
     if not any(k.startswith("bcgd.") for k in meta):
         raise BcgdError(f"{path}: no bcgd metadata in the ONNX file; expected a policy written by `bcgd export`")
-    missing = [k for k in REQUIRED_KEYS if k not in meta]
+    keys = {f: _field_key(meta, f) for f in FIELD_KEYS}
+    missing = [FIELD_KEYS[f][0] for f, k in keys.items() if k is None] + [k for k in REQUIRED_KEYS if k not in meta]
     if missing:
         raise BcgdError(f"{path}: metadata is missing {', '.join(missing)}; expected a policy written by `bcgd export`")
-    joints = tuple(s.strip() for s in meta["joint_names"].split(","))
+    joints = tuple(str(s) for s in _list(meta, keys["joint_names"], path))
     if len(joints) != spec.num_joints:
         raise BcgdError(
-            f"{path}: metadata joint_names has {len(joints)} joints, robot {spec.name} has {spec.num_joints}"
+            f"{path}: metadata {keys['joint_names']} has {len(joints)} joints, robot {spec.name} has {spec.num_joints}"
         )
     if joints != spec.joint_names:
         bad = next(i for i, (a, b) in enumerate(zip(joints, spec.joint_names, strict=True)) if a != b)
@@ -99,7 +118,7 @@ def parse_metadata(meta: dict[str, str], path: Path, spec: RobotSpec, force: boo
             f"{path}: joint {bad} is {joints[bad]!r}, robot {spec.name} has {spec.joint_names[bad]!r} "
             "(joint order must be the robot's)"
         )
-    bodies = tuple(s.strip() for s in meta["body_names"].split(","))
+    bodies = tuple(str(s) for s in _list(meta, keys["body_names"], path))
     if bodies != spec.body_names:
         raise BcgdError(f"{path}: metadata body_names ({len(bodies)}) differ from robot {spec.name}'s bodies")
     robot = _json(meta, "bcgd.robot", path)
@@ -112,10 +131,8 @@ def parse_metadata(meta: dict[str, str], path: Path, spec: RobotSpec, force: boo
             f"{path}: policy was trained on robot model {str(robot['model_hash'])[:12]}, the packaged "
             f"{spec.name} model is {spec.model_hash[:12]}; pass --force to run anyway"
         )
-    vectors = {}
-    for key in ("joint_stiffness", "joint_damping", "default_joint_pos"):
-        vectors[key] = _csv_floats(meta, key, path)
-    action_scale = _csv_floats(meta, "action_scale", path) if "action_scale" in meta else None
+    vectors = {keys[f]: _floats(meta, keys[f], path) for f in ("kp", "kd", "default_joint_pos")}
+    action_scale = _floats(meta, "action_scale", path) if "action_scale" in meta else None
     effort = np.asarray(_json(meta, "bcgd.effort_limit", path), dtype=np.float64)
     armature = _json(meta, "bcgd.armature", path)
     armature = None if armature is None else np.asarray(armature, dtype=np.float64)
@@ -140,9 +157,9 @@ def parse_metadata(meta: dict[str, str], path: Path, spec: RobotSpec, force: boo
     return PolicyMetadata(
         joint_names=joints,
         body_names=bodies,
-        kp=vectors["joint_stiffness"],
-        kd=vectors["joint_damping"],
-        default_joint_pos=vectors["default_joint_pos"],
+        kp=vectors[keys["kp"]],
+        kd=vectors[keys["kd"]],
+        default_joint_pos=vectors[keys["default_joint_pos"]],
         action_scale=action_scale,
         effort_limit=effort,
         armature=armature,
@@ -206,6 +223,11 @@ class OnnxPolicy:
 
     def _check_io(self, spec: RobotSpec) -> None:
         ins = {i.name: i for i in self.session.get_inputs()}
+        if set(ins) == {"obs", "time_step"}:
+            raise BcgdError(
+                f"{self.path}: inputs (obs, time_step) are the BeyondMimic observation signature; sim2sim needs "
+                "the raw-state signature (base_pos, ..., joint_vel, time_step), bcgd export's default"
+            )
         if set(ins) != set(INPUT_NAMES):
             raise BcgdError(
                 f"{self.path}: inputs ({', '.join(ins)}) do not match the expected ({', '.join(INPUT_NAMES)})"

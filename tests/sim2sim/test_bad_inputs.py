@@ -21,7 +21,7 @@ RAW = ("base_pos", "base_quat", "base_lin_vel", "base_ang_vel", "joint_pos", "jo
 
 
 def tiny_graph(path, inputs=RAW, joints=29, metadata=None):
-    dims = {"base_pos": 3, "base_quat": 4, "base_lin_vel": 3, "base_ang_vel": 3, "time_step": 1, "obs": 849}
+    dims = {"base_pos": 3, "base_quat": 4, "base_lin_vel": 3, "base_ang_vel": 3, "time_step": 1, "obs": 849, "qpos": 36}
     dims |= {"joint_pos": joints, "joint_vel": joints}
     ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", dims[n]]) for n in inputs]
     src = inputs[0]
@@ -75,6 +75,10 @@ CASES = {
     "no metadata": (lambda p: tiny_graph(p / "nometa.onnx"), "no bcgd metadata"),
     "wrong input names": (
         lambda p: tiny_graph(p / "obs.onnx", inputs=("obs", "time_step"), metadata=full_metadata()),
+        "observation signature",
+    ),
+    "unknown input names": (
+        lambda p: tiny_graph(p / "x.onnx", inputs=("base_pos", "qpos", "time_step"), metadata=full_metadata()),
         "do not match the expected",
     ),
     "28 joints": (lambda p: tiny_graph(p / "j28.onnx", joints=28, metadata=full_metadata(28)), "expected (batch, 29)"),
