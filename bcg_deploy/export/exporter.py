@@ -1,0 +1,260 @@
+"""``export_policy``: run.pt -> one self-contained, verified, self-describing policy.onnx."""
+
+from __future__ import annotations
+
+import io
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+
+from bcg_deploy.errors import BcgdError
+from bcg_deploy.export import parity as par
+from bcg_deploy.export.graph import Signature, build_policy, example_inputs, input_names, output_names
+from bcg_deploy.export.metadata import Profile, build_metadata, deploy_yaml, timing
+from bcg_deploy.robots import ROBOTS, RobotSpec, load_robot
+from bcg_deploy.training.checkpoint import EXPORT_KEYS, check_robot_identity, load_checkpoint
+
+OPSET = 17
+PARITY_TOL = 1e-5
+
+
+@dataclass
+class ExportConfig:
+    """What ``bcgd export`` does."""
+
+    checkpoint: Path
+    """The training checkpoint (run.pt)."""
+    output: Path = Path("policy.onnx")
+    """Destination .onnx (written atomically)."""
+    inputs: Literal["raw", "obs"] = "raw"
+    """Graph signature: raw robot state (default) or the flat observation (BeyondMimic style)."""
+    profile: Literal["beyondmimic", "holosoma"] = "beyondmimic"
+    """Metadata convention for the non-``bcgd.`` keys: CSV (BeyondMimic/mjlab) or JSON (holosoma)."""
+    deploy_yaml: bool = False
+    """Also write a unitree_rl_lab-style params/deploy.yaml beside the ONNX's folder."""
+    parity_samples: int = 1000
+    """Minimum number of parity inputs (clip frames + noisy states + MuJoCo rollout)."""
+    rollout_steps: int = 100
+    """Control steps of the MuJoCo rollout whose states join the parity inputs (0 = none)."""
+    parity_tol: float = PARITY_TOL
+    """Maximum absolute onnxruntime-vs-torch error on any output."""
+    seed: int = 0
+
+
+@dataclass
+class ExportResult:
+    path: Path
+    signature: str
+    profile: str
+    parity: dict[str, Any]
+    metadata: dict[str, str]
+    size_bytes: int
+    num_nodes: int
+    deploy_yaml: Path | None = None
+    sources: dict[str, int] = field(default_factory=dict)
+
+
+def load_for_export(checkpoint: Path) -> tuple[dict, RobotSpec]:
+    """Load + validate the export keys of a checkpoint and the packaged robot it names."""
+    ckpt = load_checkpoint(checkpoint, robot=None, required=EXPORT_KEYS)
+    name = ckpt["robot"].get("name")
+    if name not in ROBOTS:
+        raise BcgdError(f"checkpoint {checkpoint} is for robot {name!r}; this bcgd has {', '.join(ROBOTS)}")
+    robot = load_robot(name)
+    check_robot_identity(ckpt, robot, checkpoint)
+    return ckpt, robot
+
+
+def _check_writable(path: Path) -> None:
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise BcgdError(f"cannot write {path}: it is a directory (expected a .onnx file path)")
+    if not parent.is_dir():
+        raise BcgdError(f"cannot write {path}: folder {parent} does not exist")
+    probe = parent / f".{path.name}.probe-{os.getpid()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise BcgdError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to a tmp file in the same folder, then ``os.replace``; BcgdError on failure."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise BcgdError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def trace_onnx(module: torch.nn.Module, signature: Signature, obs_dim: int, num_joints: int) -> onnx.ModelProto:
+    """Trace ``module`` to an in-memory ONNX model (opset 17, dynamic batch, weights inside)."""
+    buf = io.BytesIO()
+    names_in, names_out = input_names(signature), output_names(signature)
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            module,
+            example_inputs(signature, 2, obs_dim, num_joints),
+            buf,
+            dynamo=False,
+            opset_version=OPSET,
+            input_names=list(names_in),
+            output_names=list(names_out),
+            dynamic_axes={n: {0: "batch"} for n in names_in + names_out},
+            do_constant_folding=True,
+        )
+    return onnx.load_from_string(buf.getvalue())
+
+
+def session(model_bytes: bytes) -> ort.InferenceSession:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    return ort.InferenceSession(model_bytes, sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+def parity_inputs(
+    ckpt: dict, robot: RobotSpec, raw_policy: torch.nn.Module, n_min: int, rollout_steps: int, seed: int
+) -> par.StateSamples:
+    """Clip frames + noisy states + MuJoCo rollout states, at least ``n_min`` of them."""
+    rng = np.random.default_rng(seed)
+    clip = par.clip_states(ckpt["motion_arrays"])
+    parts = [clip]
+    if rollout_steps > 0:
+        tm = timing(ckpt["config"] if isinstance(ckpt["config"], dict) else {}, float(ckpt["motion_arrays"]["fps"]))
+        physics_dt = tm["physics_dt"] or 0.005
+        substeps = max(1, round(tm["control_dt"] / physics_dt))
+        parts.append(par.mujoco_rollout(robot, raw_policy, clip, rollout_steps, physics_dt, substeps))
+    have = sum(len(p) for p in parts)
+    parts.append(par.noisy_states(clip, max(n_min - have, len(clip)), rng))
+    return par.concat(*parts)
+
+
+def _feeds(signature: Signature, module: torch.nn.Module, states: par.StateSamples, seed: int) -> list[tuple]:
+    """Input tuples (torch float32) for the signature, in chunks."""
+    raw = par.raw_inputs(states.q, states.qd, states.t)
+    if signature == "obs":
+        om = module.obs_module
+        with torch.no_grad():
+            q = torch.cat((raw[0], raw[1], raw[4]), -1).double()
+            qd = torch.cat(raw[2:4] + raw[5:6], -1).double()
+            obs = om.add_noise(om(q, qd, raw[6]), torch.Generator().manual_seed(seed)).float()
+        full = (obs, raw[6])
+    else:
+        full = raw
+    n = full[0].shape[0]
+    chunks = [tuple(x[i : i + 512] for x in full) for i in range(0, n, 512)]
+    chunks += [tuple(x[i : i + 1] for x in full) for i in range(0, min(n, 16))]  # batch-1 path too
+    return chunks
+
+
+def check_parity(
+    sess: ort.InferenceSession, module: torch.nn.Module, signature: Signature, chunks: list[tuple]
+) -> dict[str, Any]:
+    """onnxruntime vs torch (float32 eager, same module) on every chunk; also vs torch float64."""
+    names_in, names_out = input_names(signature), output_names(signature)
+    module64 = _float64_copy(module)
+    o_out, t_out, d_out = [], [], []
+    with torch.no_grad():
+        for c in chunks:
+            o_out.append(sess.run(list(names_out), {n: x.numpy() for n, x in zip(names_in, c, strict=True)}))
+            t_out.append([y.numpy() for y in module(*c)])
+            d_out.append([y.numpy() for y in module64(*(x.double() for x in c))])
+    res = par.compare(o_out, t_out, names_out)
+    ref64 = par.compare(o_out, d_out, names_out)
+    res["max_abs_err_vs_torch_float64"] = ref64["max_abs_err"]
+    res["num_inputs"] = int(sum(c[0].shape[0] for c in chunks))
+    res["reference"] = "torch float32 eager, same module (also: the float64 copy)"
+    return res
+
+
+def _float64_copy(module: torch.nn.Module) -> torch.nn.Module:
+    import copy
+
+    return copy.deepcopy(module).double()
+
+
+def export_policy(cfg: ExportConfig) -> ExportResult:
+    """Build, verify (onnx.checker + onnxruntime parity) and write the ONNX; see ``bcg_deploy.export``."""
+    signature: Signature = cfg.inputs
+    profile: Profile = cfg.profile
+    if signature not in ("raw", "obs"):
+        raise BcgdError(f"--inputs {signature!r}: expected raw or obs")
+    if profile not in ("beyondmimic", "holosoma"):
+        raise BcgdError(f"--profile {profile!r}: expected beyondmimic or holosoma")
+    out = Path(cfg.output)
+    _check_writable(out)
+    ckpt, robot = load_for_export(Path(cfg.checkpoint))
+    module = build_policy(ckpt, robot, signature)
+    raw_module = module if signature == "raw" else build_policy(ckpt, robot, "raw")
+    obs_dim = module.obs_module.obs_dim
+    model = trace_onnx(module, signature, obs_dim, robot.num_joints)
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except onnx.checker.ValidationError as exc:  # a bug of ours, not of the user's input
+        raise BcgdError(f"exported graph fails onnx.checker: {str(exc).splitlines()[0][:200]}") from None
+    states = parity_inputs(ckpt, robot, raw_module, cfg.parity_samples, cfg.rollout_steps, cfg.seed)
+    chunks = _feeds(signature, module, states, cfg.seed)
+    sess = session(model.SerializeToString())
+    parity = check_parity(sess, module, signature, chunks)
+    parity |= {"tolerance": cfg.parity_tol, "sources": states.sources, "signature": signature}
+    if not parity["max_abs_err"] <= cfg.parity_tol:
+        worst = max(parity["per_output"].items(), key=lambda kv: kv[1]["max_abs_err"])
+        raise BcgdError(
+            f"parity check failed: onnxruntime differs from torch by {parity['max_abs_err']:.3g} "
+            f"(output {worst[0]}) > {cfg.parity_tol:g} on {parity['num_inputs']} inputs; {out} not written"
+        )
+    run_path = str(Path(cfg.checkpoint).resolve())
+    meta = build_metadata(ckpt, robot, signature, profile, parity, OPSET, run_path)
+    del model.metadata_props[:]
+    for k, v in meta.items():
+        model.metadata_props.add(key=k, value=v)
+    model.doc_string = f"bcg-deploy policy ({signature} inputs) for {robot.name}, motion {ckpt['motion'].get('name')}"
+    onnx.checker.check_model(model, full_check=True)
+    data = model.SerializeToString()
+    _self_check(data, sess, signature, chunks[0])
+    write_atomic(out, data)
+    yaml_path = None
+    if cfg.deploy_yaml:
+        yaml_path = out.parent / "params" / "deploy.yaml"
+        try:
+            yaml_path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BcgdError(f"cannot write {yaml_path}: {exc.strerror or exc}") from None
+        write_atomic(yaml_path, deploy_yaml(ckpt, robot, out.name).encode())
+    return ExportResult(
+        path=out,
+        signature=signature,
+        profile=profile,
+        parity=parity,
+        metadata=meta,
+        size_bytes=len(data),
+        num_nodes=len(model.graph.node),
+        deploy_yaml=yaml_path,
+        sources=states.sources,
+    )
+
+
+def _self_check(data: bytes, sess: ort.InferenceSession, signature: Signature, chunk: tuple) -> None:
+    """The final bytes (with metadata) load and compute exactly what was verified."""
+    names_in = input_names(signature)
+    feeds = {n: x.numpy() for n, x in zip(names_in, chunk, strict=True)}
+    a = session(data).run(None, feeds)
+    b = sess.run(None, feeds)
+    if any(not np.array_equal(x, y) for x, y in zip(a, b, strict=True)):
+        raise BcgdError("the serialised ONNX does not reproduce the verified outputs (internal error)")
