@@ -3,6 +3,11 @@
 tau = clamp(kp (q_target - q_mid) - kd qd, -effort, effort) on the actuated hinges (RobotSpec order),
 evaluated at every physics substep with the substep's midpoint position and initial velocity.
 qfrc_smooth = qfrc_actuator + qfrc_applied - qfrc_bias (MuJoCo's name; no passive forces here).
+
+Optional implicit damping (``SimConfig.pd_damping = "implicit"``, like MuJoCo's implicitfast): the
+velocity update becomes (M + dt Kd) (qd+ - qd) = dt qfrc_smooth + ..., i.e. the PD damping acts on the
+new velocity. ``dof_damping`` = dt kd on the actuated dofs whose PD force is not saturated (0 elsewhere,
+and 0 everywhere with explicit damping); the mass-matrix stage adds it to M's diagonal.
 """
 
 # No ``from __future__ import annotations``: Warp reads the (closure) type annotations at definition.
@@ -36,23 +41,31 @@ def build(t: Types) -> SimpleNamespace:
         q_target_in: wp.array2d(dtype=S),
         qfrc_applied_in: wp.array2d(dtype=S),
         qfrc_bias_in: wp.array2d(dtype=S),
+        damping_dt: S,
         # Data out:
         qfrc_actuator_out: wp.array2d(dtype=S),
         qfrc_smooth_out: wp.array2d(dtype=S),
+        dof_damping_out: wp.array2d(dtype=S),
     ):
-        """PD torques (N m) and the smooth force; gains/limits are [*, NU], q_target and qfrc_applied
-        [*, NU] / [*, NV] (row ``e % rows``)."""
+        """PD torques (N m), the smooth force and the implicit damping (``damping_dt`` = dt for implicit
+        damping, 0 for explicit); gains/limits are [*, NU], q_target and qfrc_applied [*, NU] / [*, NV]
+        (row ``e % rows``)."""
         pe = e % act_kp.shape[0]
         pt = e % q_target_in.shape[0]
         pa = e % qfrc_applied_in.shape[0]
         for i in range(dof_actid.shape[0]):
             a = dof_actid[i]
             tau = S(0.0)
+            damping = S(0.0)
             if a >= 0:
                 lim = act_effort[pe, a]
                 err = q_target_in[pt, a] - q_mid_in[e, act_qposadr[a]]
-                tau = wp.clamp(act_kp[pe, a] * err - act_kd[pe, a] * qd_in[e, i], -lim, lim)
+                raw = act_kp[pe, a] * err - act_kd[pe, a] * qd_in[e, i]
+                tau = wp.clamp(raw, -lim, lim)
+                if wp.abs(raw) < lim:
+                    damping = damping_dt * act_kd[pe, a]
             qfrc_actuator_out[e, i] = tau
+            dof_damping_out[e, i] = damping
             qfrc_smooth_out[e, i] = tau + qfrc_applied_in[pa, i] - qfrc_bias_in[e, i]
 
     return SimpleNamespace(actuation=actuation)

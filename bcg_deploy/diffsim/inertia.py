@@ -3,7 +3,8 @@
 ``crb``: composite inertia of each body's subtree (children summed through the model's child lists,
 a short loop unrolled at compile time, so no value is carried across a dynamic loop).
 ``mass_matrix``: M[i, j] = cdof_j . (I^c_body(i) cdof_i) for j = i and the ancestors of i, plus the
-joint armature on the diagonal; stored row by row in the tree-sparse layout of ``Model.dof_Madr``.
+joint armature (and the implicit PD damping dt kd, if enabled) on the diagonal; stored row by row
+in the tree-sparse layout of ``Model.dof_Madr``.
 """
 
 # No ``from __future__ import annotations``: Warp reads the (closure) type annotations at definition.
@@ -57,15 +58,16 @@ def build(t: Types, max_children: int) -> SimpleNamespace:
         e: int,
         cdof_in: wp.array2d(dtype=vec6),
         crb_in: wp.array2d(dtype=vec10),
+        dof_damping_in: wp.array2d(dtype=S),
         # Data out:
         qM_out: wp.array2d(dtype=S),
     ):
-        """Tree-sparse M (kg m^2, kg, kg m) including armature."""
+        """Tree-sparse M (kg m^2, kg, kg m) including armature and the implicit PD damping dt kd."""
         pe = e % dof_armature.shape[0]
         for i in range(dof_bodyid.shape[0]):
             f = inert_mul(crb_in[e, dof_bodyid[i]], cdof_in[e, i])
             adr = dof_Madr[i]
-            qM_out[e, adr] = wp.dot(cdof_in[e, i], f) + dof_armature[pe, i]
+            qM_out[e, adr] = wp.dot(cdof_in[e, i], f) + dof_armature[pe, i] + dof_damping_in[e, i]
             for k in range(1, dof_Mnum[i]):
                 qM_out[e, adr + k] = wp.dot(cdof_in[e, M_colind[adr + k]], f)
 

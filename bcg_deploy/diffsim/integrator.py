@@ -2,7 +2,8 @@
 
 One physics substep (METHOD.md section 2), per env:
   1. ``smooth``    q_mid = q + (dt/2) qd; at q_mid: kinematics, cinert, cdof, RNE bias (with qd),
-                   CRB mass matrix (+ armature), PD torques; qfrc_smooth = tau - bias.   [Warp autodiff]
+                   PD torques; CRB mass matrix (+ armature, + dt kd if implicit PD damping);
+                   qfrc_smooth = tau - bias.                                              [Warp autodiff]
   2. ``factor``    qLD = L^T D L of qM.                                                   [forward only]
   -- contact stage slot: reads xpos/xquat/cdof/ref_pos/qLD/qfrc_smooth/qd of the substep and writes
      qfrc_impulse = Jc^T p (N s); its adjoint must add into the adjoints of what it read. --
@@ -77,6 +78,7 @@ def build(t: Types, max_children: int) -> SimpleNamespace:
         q_target_in: wp.array2d(dtype=S),
         qfrc_applied_in: wp.array2d(dtype=S),
         h: S,
+        damping_dt: S,
         # Data out:
         q_mid_out: wp.array2d(dtype=S),
         ref_pos_out: wp.array(dtype=vec3),
@@ -94,6 +96,7 @@ def build(t: Types, max_children: int) -> SimpleNamespace:
         qfrc_bias_out: wp.array2d(dtype=S),
         qfrc_actuator_out: wp.array2d(dtype=S),
         qfrc_smooth_out: wp.array2d(dtype=S),
+        dof_damping_out: wp.array2d(dtype=S),
     ):
         e = wp.tid()
         midpoint(body_jnttype, body_qposadr, body_dofadr, e, q_in, qd_in, h, q_mid_out, ref_pos_out)
@@ -107,12 +110,15 @@ def build(t: Types, max_children: int) -> SimpleNamespace:
             body_parentid, body_jnttype, body_dofadr, body_children, dof_bodyid, gravity,
             e, qd_in, cinert_out, cvel_out, cdof_out, cdof_dot_out, cacc_out, cfrc_body_out, cfrc_out, qfrc_bias_out,
         )  # fmt: skip
-        crb(body_children, e, cinert_out, crb_out)
-        mass_matrix(dof_bodyid, dof_Madr, dof_Mnum, M_colind, dof_armature, e, cdof_out, crb_out, qM_out)
         actuation(
             dof_actid, act_qposadr, act_kp, act_kd, act_effort,
-            e, q_mid_out, qd_in, q_target_in, qfrc_applied_in, qfrc_bias_out, qfrc_actuator_out, qfrc_smooth_out,
+            e, q_mid_out, qd_in, q_target_in, qfrc_applied_in, qfrc_bias_out, damping_dt,
+            qfrc_actuator_out, qfrc_smooth_out, dof_damping_out,
         )  # fmt: skip
+        crb(body_children, e, cinert_out, crb_out)
+        mass_matrix(
+            dof_bodyid, dof_Madr, dof_Mnum, M_colind, dof_armature, e, cdof_out, crb_out, dof_damping_out, qM_out
+        )
 
     @wp.kernel(module=mod)
     def integrate_kernel(
@@ -194,7 +200,7 @@ def _model_args(m: Model) -> list:
 
 _SMOOTH_OUT = (
     "q_mid", "ref_pos", "xpos", "xquat", "cinert", "cdof", "cvel", "cdof_dot", "cacc", "cfrc_body", "cfrc", "crb",
-    "qM", "qfrc_bias", "qfrc_actuator", "qfrc_smooth",
+    "qM", "qfrc_bias", "qfrc_actuator", "qfrc_smooth", "dof_damping",
 )  # fmt: skip
 
 
@@ -228,11 +234,13 @@ def record_substep(
     qfrc_impulse: wp.array,
     gains: tuple | None = None,
     h: float | None = None,
+    implicit_damping: bool = False,
 ) -> None:
     """Record the launches of substep ``s`` of ``d`` (see the module docstring for the stages).
 
     ``gains`` replaces (kp, kd, effort) (the oracle helpers pass zeros); ``h`` replaces dt/2 (0 evaluates
     the dynamics at q itself). ``qfrc_applied`` [*, NV] and ``qfrc_impulse`` [*, NV] are not differentiated.
+    ``implicit_damping`` adds dt kd of the unsaturated PD joints to M (see ``actuation``).
     """
     S = m.types.scalar
     g = d.grads if rec.grads is not None else None
@@ -240,12 +248,12 @@ def record_substep(
     if gains is not None:
         margs[20:23] = list(gains)
     half = 0.5 * dt if h is None else h
-    ins = [d.q[s], d.qd[s], d.q_target, qfrc_applied, S(half)]
+    ins = [d.q[s], d.qd[s], d.q_target, qfrc_applied, S(half), S(dt if implicit_damping else 0.0)]
     outs = [getattr(d, n)[s] for n in _SMOOTH_OUT]
     if g is None:
         rec.add(k.smooth_kernel, margs + ins, outs)
     else:
-        adj_ins = [None] * len(margs) + [g["q"][s], g["qd"][s], g["q_target"], None, None]
+        adj_ins = [None] * len(margs) + [g["q"][s], g["qd"][s], g["q_target"], None, None, None]
         rec.add(k.smooth_kernel, margs + ins, outs, adj_ins, [g[n][s] for n in _SMOOTH_OUT])
     rec.add(k.factor_kernel, [m.dof_Madr, m.dof_Mnum, m.M_colind, d.qM[s]], [d.qLD[s]])
     idx = [m.dof_Madr, m.dof_Mnum, m.M_colind]
@@ -270,11 +278,13 @@ def record_substep(
         rec.add(k.integrate_kernel, iargs, [d.q[s + 1]], adj_ins, [g["q"][s + 1]])
 
 
-def record_step(m: Model, k: SimpleNamespace, d: StepData, dt: float, qfrc_applied, qfrc_impulse, grad: bool):
+def record_step(
+    m: Model, k: SimpleNamespace, d: StepData, dt: float, qfrc_applied, qfrc_impulse, grad: bool, implicit_damping: bool
+):
     """Record all substeps of ``d``: fills ``d.fwd_cmds`` and (if ``grad``) ``d.adj_cmds`` in reverse order."""
     substeps = d.q.shape[0] - 1
     rec = Recorder(m.device, d.q.shape[1], d.grads if grad else None)
     for s in range(substeps):
-        record_substep(m, k, d, s, dt, rec, qfrc_applied, qfrc_impulse)
+        record_substep(m, k, d, s, dt, rec, qfrc_applied, qfrc_impulse, implicit_damping=implicit_damping)
     d.fwd_cmds = rec.fwd
     d.adj_cmds = list(reversed(rec.adj))

@@ -174,6 +174,7 @@ def step_layout(m: Model, num_envs: int, substeps: int) -> list[tuple[str, tuple
         ("qfrc_bias", (S, E, nv), t.scalar, 1, True),
         ("qfrc_actuator", (S, E, nv), t.scalar, 1, True),
         ("qfrc_smooth", (S, E, nv), t.scalar, 1, True),
+        ("dof_damping", (S, E, nv), t.scalar, 1, True),
         ("dqd", (S, E, nv), t.scalar, 1, True),
         ("adj_rhs", (S, E, nv), t.scalar, 1, False),  # scratch of the solve's adjoint: M^-1 adj_dqd
     ]

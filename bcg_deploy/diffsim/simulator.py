@@ -37,6 +37,9 @@ class SimConfig:
         physics_dt: substep length (s).
         substeps: physics substeps per control step (the action is held over them).
         gravity: include the MJCF's gravity (False: zero gravity).
+        pd_damping: "explicit" (METHOD.md: tau = kp (q_target - q) - kd qd at the substep's start velocity)
+            or "implicit" (the kd term acts on the new velocity: dt kd is added to M's diagonal for the
+            unsaturated joints, as MuJoCo's implicitfast does). Contact solves use the same M.
         max_idle_buffers: per-step buffer sets kept for reuse after their autograd graph is freed.
     """
 
@@ -46,6 +49,7 @@ class SimConfig:
     physics_dt: float = 0.005
     substeps: int = 4
     gravity: bool = True
+    pd_damping: str = "explicit"
     max_idle_buffers: int = 64
 
 
@@ -88,6 +92,8 @@ class Simulator:
                 f"SimConfig: num_envs and substeps must be >= 1 and physics_dt > 0, got "
                 f"{cfg.num_envs}, {cfg.substeps}, {cfg.physics_dt}"
             )
+        if cfg.pd_damping not in ("explicit", "implicit"):
+            raise BcgdError(f"SimConfig.pd_damping: expected 'explicit' or 'implicit', got {cfg.pd_damping!r}")
         wp.init()
         self.robot = robot
         self.cfg = cfg
@@ -206,7 +212,10 @@ class Simulator:
 
     def _new_data(self, num_envs: int, substeps: int, grad: bool) -> StepData:
         d = make_step_data(self.model, num_envs, substeps)
-        integrator.record_step(self.model, self.kernels, d, self.cfg.physics_dt, self._zero_frc, self._zero_frc, grad)
+        integrator.record_step(
+            self.model, self.kernels, d, self.cfg.physics_dt, self._zero_frc, self._zero_frc, grad,
+            implicit_damping=self.cfg.pd_damping == "implicit",
+        )  # fmt: skip
         return d
 
     def _nograd(self) -> StepData:

@@ -144,7 +144,8 @@ class StepData:
     Mass matrix: crb [S, E, NB] vec10 (composite inertias); qM [S, E, NM] (tree-sparse, incl. armature);
         qLD [S, E, NM] its L^T D L factorisation (D on the diagonal slots; forward-only values).
     Generalised forces (N, N m): qfrc_bias [S, E, NV] (MuJoCo qfrc_bias: gravity + Coriolis/centrifugal);
-        qfrc_actuator [S, E, NV] (clamped PD); qfrc_smooth [S, E, NV] = actuator + applied - bias.
+        qfrc_actuator [S, E, NV] (clamped PD); qfrc_smooth [S, E, NV] = actuator + applied - bias;
+        dof_damping [S, E, NV] implicit PD damping dt kd added to M's diagonal (0 with explicit damping).
     Velocity update: dqd [S, E, NV] = M^-1 (dt qfrc_smooth + qfrc_impulse), qd[s+1] = qd[s] + dqd[s].
     """
 
