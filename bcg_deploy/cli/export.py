@@ -1,0 +1,111 @@
+"""``bcgd export`` and ``bcgd inspect``: run.pt -> verified policy.onnx, and what an ONNX holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from bcg_deploy.cli import app, console
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3g}" if isinstance(x, (int, float)) else str(x)
+
+
+@app.command("export")
+def export_cmd(
+    checkpoint: Path = typer.Argument(..., help="Training checkpoint (run.pt)."),
+    output: Path = typer.Option(Path("policy.onnx"), "--output", "-o", help="Destination .onnx file."),
+    inputs: str = typer.Option("raw", "--inputs", help="Graph signature: raw (robot state) or obs (flat observation)."),
+    profile: str = typer.Option(
+        "beyondmimic", "--profile", help="Metadata keys: beyondmimic (CSV) or holosoma (JSON)."
+    ),
+    deploy_yaml: bool = typer.Option(False, "--deploy-yaml", help="Also write params/deploy.yaml (unitree_rl_lab)."),
+    parity_samples: int = typer.Option(1000, "--parity-samples", help="Minimum number of parity inputs."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Export a checkpoint to one self-contained ONNX, verified against torch with onnxruntime."""
+    from bcg_deploy.export import ExportConfig, export_policy
+
+    cfg = ExportConfig(
+        checkpoint=checkpoint,
+        output=output,
+        inputs=inputs,  # type: ignore[arg-type]
+        profile=profile,  # type: ignore[arg-type]
+        deploy_yaml=deploy_yaml,
+        parity_samples=parity_samples,
+    )
+    res = export_policy(cfg)
+    p = res.parity
+    if as_json:
+        out = {
+            "path": str(res.path),
+            "signature": res.signature,
+            "profile": res.profile,
+            "size_bytes": res.size_bytes,
+            "num_nodes": res.num_nodes,
+            "deploy_yaml": None if res.deploy_yaml is None else str(res.deploy_yaml),
+            "parity": p,
+        }
+        typer.echo(json.dumps(out, indent=2))
+        return
+    console.print(
+        f"wrote [bold]{res.path}[/] ({res.size_bytes / 1e6:.2f} MB, {res.num_nodes} nodes, {res.signature} inputs, "
+        f"{res.profile} metadata, {len(res.metadata)} keys)"
+    )
+    t = Table("output", "max abs err", "max rel err", title=f"parity onnxruntime vs torch on {p['num_inputs']} inputs")
+    for name, v in p["per_output"].items():
+        t.add_row(name, _fmt(v["max_abs_err"]), _fmt(v["max_rel_err"]))
+    console.print(t)
+    console.print(
+        f"max abs {_fmt(p['max_abs_err'])}  max rel {_fmt(p['max_rel_err'])}  (tolerance {p['tolerance']:g}; "
+        f"vs torch float64 {_fmt(p['max_abs_err_vs_torch_float64'])}; inputs {p['sources']})"
+    )
+    if res.deploy_yaml is not None:
+        console.print(f"wrote {res.deploy_yaml}")
+
+
+@app.command("inspect")
+def inspect_cmd(
+    policy: Path = typer.Argument(..., help="An exported policy.onnx."),
+    checkpoint: Path | None = typer.Option(None, "--checkpoint", help="Re-run torch parity against this run.pt."),
+    samples: int = typer.Option(1000, "--samples", help="Inputs for the parity re-run."),
+    as_json: bool = typer.Option(False, "--json", help="Print everything as JSON (full metadata values)."),
+) -> None:
+    """Inputs, outputs and metadata of a policy, and a re-run of its parity check (exit 1 if it fails)."""
+    from bcg_deploy.export import inspect_policy
+
+    rep = inspect_policy(policy, checkpoint=checkpoint, samples=samples)
+    rerun = rep["parity_rerun"]
+    if as_json:
+        typer.echo(json.dumps(rep, indent=2))
+    else:
+        console.print(
+            f"[bold]{rep['path']}[/]  {rep['size_bytes'] / 1e6:.2f} MB  opset {rep['opset']}  "
+            f"{rep['num_nodes']} nodes  signature {rep['signature']}"
+        )
+        for title, rows in (("inputs", rep["inputs"]), ("outputs", rep["outputs"])):
+            t = Table("name", "shape", "dtype", title=title)
+            for r in rows:
+                t.add_row(r["name"], str(r["shape"]), r["dtype"])
+            console.print(t)
+        t = Table("key", "value", title="metadata_props")
+        for k, v in rep["metadata"].items():
+            t.add_row(k, v if len(v) <= 100 else v[:97] + "...")
+        console.print(t)
+        sp = rep["stored_parity"] or {}
+        if sp:
+            console.print(
+                f"stored parity: max abs {_fmt(sp.get('max_abs_err'))}, max rel {_fmt(sp.get('max_rel_err'))} "
+                f"on {sp.get('num_inputs')} inputs (tolerance {sp.get('tolerance')})"
+            )
+        else:
+            console.print("stored parity: none (not a bcgd export)")
+        shown = {k: v for k, v in rerun.items() if k != "per_output"}
+        console.print(f"parity re-run ({rerun['mode']}): {'[green]passed[/]' if rerun['passed'] else '[red]FAILED[/]'}")
+        console.print(json.dumps(shown), highlight=False, soft_wrap=True)
+    if not rerun["passed"]:
+        raise typer.Exit(1)
