@@ -61,6 +61,18 @@ class Motion:
     def dt(self) -> float:
         return 1.0 / self.fps
 
+    def qpos(self) -> np.ndarray:
+        """MuJoCo generalized positions [T, 7 + J]: root position, root quaternion (wxyz), joints."""
+        return np.concatenate([self.root_pos, self.root_quat, self.joint_pos], axis=-1)
+
+    def qvel(self) -> np.ndarray:
+        """MuJoCo generalized velocities [T, 6 + J]: root linear velocity (WORLD frame), root angular
+        velocity (BODY frame, the free-joint convention), joint rates."""
+        w, v = self.root_quat[:, :1], self.root_quat[:, 1:]
+        t = 2.0 * np.cross(-v, self.root_ang_vel)
+        ang_local = self.root_ang_vel + w * t + np.cross(-v, t)
+        return np.concatenate([self.root_lin_vel, ang_local, self.joint_vel], axis=-1)
+
     def identity(self) -> dict:
         """What a checkpoint or ONNX records to name this clip (name + source)."""
         return {"name": self.name, **self.source}

@@ -1,0 +1,108 @@
+"""``bcgd motions``: the clip library (list, show, import)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from bcg_deploy.cli import app, console
+from bcg_deploy.motions import MotionQuery, import_lafan1_dir, list_motions, show_motion
+
+motions_app = typer.Typer(
+    help="Reference motions: task clips (run, jump, fight, dance), LAFAN1 import, built-in synthetic clips.",
+    no_args_is_help=True,
+)
+app.add_typer(motions_app, name="motions")
+
+
+@motions_app.command("list")
+def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
+    """The task motions and where each comes from (your LAFAN1 library or a built-in synthetic clip)."""
+    d = list_motions()
+    if as_json:
+        typer.echo(json.dumps(d, indent=2))
+        return
+    t = Table("name", "source", "duration")
+    for row in d["motions"]:
+        style = "yellow" if row["kind"] == "builtin" else ""
+        t.add_row(row["name"], f"[{style}]{row['source']}[/]" if style else row["source"], f"{row['duration_s']:.1f} s")
+    console.print(t)
+    n = len(d["files"])
+    console.print(f"library {d['library']}: {n} LAFAN1 file{'s' if n != 1 else ''} registered", highlight=False)
+    if n == 0:
+        console.print("import your LAFAN1 G1 folder with `bcgd motions import DIR` to use the real clips")
+
+
+def _fmt(v: object) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+@motions_app.command("show")
+def show(
+    name: str | None = typer.Argument(None, help="Task (run, jump, fight, dance) or a registered LAFAN1 file name."),
+    csv: Path | None = typer.Option(None, "--csv", help="Load and validate this LAFAN1 G1 CSV instead of NAME."),
+    start: float = typer.Option(0.0, "--start", help="Window start in s (files and --csv only)."),
+    duration: float | None = typer.Option(None, "--duration", help="Window length in s (default: to the end)."),
+    builtin: bool = typer.Option(False, "--builtin", help="Use the built-in synthetic clip even if LAFAN1 is there."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the clip cache."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Source, window, duration, heights, speeds and joint velocities of a motion."""
+    q = MotionQuery(
+        name=name,
+        csv=None if csv is None else str(csv),
+        start_s=start,
+        duration_s=duration,
+        prefer="builtin" if builtin else "auto",
+        use_cache=not no_cache,
+    )
+    d = show_motion(q)
+    if as_json:
+        typer.echo(json.dumps(d, indent=2))
+        return
+    src = d["source"]
+    t = Table("field", "value", show_header=False)
+    t.add_row("name", d["name"])
+    if src["kind"] == "builtin":
+        t.add_row("source", f"built-in (synthetic): {src['description']}")
+    else:
+        t.add_row("source", f"{src['file']} (sha256 {src['sha256'][:12]})")
+        t.add_row("window", f"{src['start_s']:g} s + {src['duration_s']:g} s")
+        if "window_criterion" in src:
+            t.add_row("window criterion", ", ".join(f"{k} {_fmt(v)}" for k, v in src["window_criterion"].items()))
+        t.add_row("spikes filtered (file)", str(src["file_spikes_filtered"]))
+    t.add_row("frames", f"{d['frames']} at {d['fps']:g} Hz ({d['duration_s']:.2f} s)")
+    t.add_row("root height", f"{d['root_height_min']:.3f} .. {d['root_height_max']:.3f} m")
+    t.add_row("root speed (xy)", f"mean {d['root_speed_mean']:.2f}, max {d['root_speed_max']:.2f} m/s")
+    t.add_row("root travel", f"{d['root_travel']:.2f} m")
+    t.add_row("root angular speed", f"max {d['root_ang_speed_max']:.2f} rad/s")
+    t.add_row("joint speed", f"mean {d['joint_speed_mean']:.2f} rad/s")
+    t.add_row(
+        "max joint velocity",
+        f"{d['max_joint_vel']:.2f} rad/s ({d['max_joint_vel_joint']} at {d['max_joint_vel_time_s']:.2f} s; "
+        f"{100 * d['max_joint_vel_over_limit']:.0f}% of its limit at worst)",
+    )
+    t.add_row("lowest foot sphere", f"{1000 * d['min_foot_height']:+.1f} mm")
+    t.add_row("max stance slide", f"{1000 * d['max_stance_slide']:.1f} mm")
+    t.add_row("airborne", f"{100 * d['airborne_fraction']:.1f}% of frames")
+    console.print(t)
+
+
+@motions_app.command("import")
+def import_cmd(
+    directory: Path = typer.Argument(..., help="Folder of LAFAN1 G1 CSV files (e.g. Unitree's g1/ folder)."),
+    skip_bad: bool = typer.Option(False, "--skip-bad", help="Register the valid files and skip invalid ones."),
+) -> None:
+    """Validate a LAFAN1 G1 folder and register it (by path) in your library; choose the task windows."""
+    r = import_lafan1_dir(directory, skip_bad=skip_bad)
+    console.print(f"registered {len(r.imported)} file(s) from {r.directory} in {r.library}", highlight=False)
+    for msg in r.skipped:
+        console.print(f"[yellow]skipped:[/] {msg}", highlight=False)
+    if r.tasks:
+        t = Table("task", "file", "window start", "mean joint speed")
+        for task, w in r.tasks.items():
+            t.add_row(task, f"{w['file']}.csv", f"{w['start_s']:.1f} s", f"{w['score']:.3f} rad/s")
+        console.print(t)
