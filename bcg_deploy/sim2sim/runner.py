@@ -47,7 +47,7 @@ from bcg_deploy.sim2sim.injection import (
     push_schedule,
 )
 from bcg_deploy.sim2sim.policy import OnnxPolicy, make_inputs
-from bcg_deploy.sim2sim.reference import Reference, base_track, initial_state, reference_from_motion, root_state
+from bcg_deploy.sim2sim.reference import Reference, base_track, initial_state, reference_from_motion
 
 DEFAULT_PHYSICS_DT = 0.002
 
@@ -180,23 +180,29 @@ def mujoco_settings(m: mujoco.MjModel) -> dict:
     }
 
 
+def _motions_api(name: str):
+    """``bcg_deploy.motions.<name>`` (falling back to the module that defines it)."""
+    import importlib
+
+    for mod in ("bcg_deploy.motions", "bcg_deploy.motions.build", "bcg_deploy.motions.library"):
+        try:
+            fn = getattr(importlib.import_module(mod), name, None)
+        except ImportError:
+            fn = None
+        if fn is not None:
+            return fn
+    raise BcgdError(f"--motion needs bcg_deploy.motions.{name}, which this installation does not have")
+
+
 def _load_motion_reference(cfg: Sim2SimConfig, spec: RobotSpec) -> Reference:
-    try:
-        from bcg_deploy import motions
-    except ImportError as exc:  # pragma: no cover - the motions package ships with bcg_deploy
-        raise BcgdError(f"--motion needs bcg_deploy.motions ({exc})") from None
     name = str(cfg.motion)
     if name.lower().endswith(".csv") or Path(name).exists():
         path = Path(name)
         if not path.is_file():
             raise BcgdError(f"motion file {path}: no such file")
-        if not hasattr(motions, "load_lafan1_csv"):
-            raise BcgdError("this bcg_deploy has no bcg_deploy.motions.load_lafan1_csv")
-        motion = motions.load_lafan1_csv(path, cfg.motion_start_s, cfg.motion_duration_s, spec)
+        motion = _motions_api("load_lafan1_csv")(path, cfg.motion_start_s, cfg.motion_duration_s, spec)
     else:
-        if not hasattr(motions, "load_task_motion"):
-            raise BcgdError("this bcg_deploy has no bcg_deploy.motions.load_task_motion")
-        motion = motions.load_task_motion(name)
+        motion = _motions_api("load_task_motion")(name)
     ref = reference_from_motion(motion)
     if ref.body_pos_w.shape[1] != len(spec.body_names) or ref.joint_pos.shape[1] != spec.num_joints:
         raise BcgdError(f"motion {name}: arrays do not match robot {spec.name}'s bodies and joints")
@@ -368,6 +374,8 @@ def simulate_run(
 
     if controller is None:
         controller = _replay_controller(ref) if (cfg.replay or setup.policy is None) else _policy_controller(setup)
+    reads_inputs = getattr(controller, "reads_inputs", True)
+    noise = setup.noise if setup.noise is not None and setup.noise.enabled else None
     num_k = ref.num_frames - 1
     num_steps = num_k * n_sub
     lat, olat = LatencySampler(*cfg.latency_ms), LatencySampler(*cfg.obs_latency_ms)
@@ -401,9 +409,10 @@ def simulate_run(
             sq, sv = history.get(i0, olat.sample_steps(rng["obs_latency"], dt))
         else:
             sq, sv = d.qpos, d.qvel
-        _fill_inputs(inputs, sq, sv)
-        if setup.noise is not None and setup.noise.enabled:
-            setup.noise.apply(inputs, rng["noise"])
+        if reads_inputs:
+            _fill_inputs(inputs, sq, sv)
+            if noise is not None:
+                noise.apply(inputs, rng["noise"])
         target = controller(k, inputs)
         if not np.all(np.isfinite(target)):
             raise BcgdError(f"the policy returned a non-finite joint target at control step {k}")
@@ -435,8 +444,8 @@ def simulate_run(
             if on_physics_step is not None:
                 on_physics_step(i, delay.current, d)
         # --- record against reference frame k + 1
-        if pin_qpos is not None:
-            d.qpos[:7], d.qvel[:6] = root_state(ref, k + 1)
+        if pin_qpos is not None:  # the pinned base sits exactly on reference frame k + 1
+            d.qpos[:7], d.qvel[:6] = pin_qpos[i0 + n_sub], pin_qvel[i0 + n_sub]
         mujoco.mj_kinematics(m, d)
         body_pos[k] = d.xpos[1:]
         joint_pos[k] = qj
@@ -534,6 +543,7 @@ def _replay_controller(ref: Reference) -> Controller:
     def act(k: int, inputs: dict) -> np.ndarray:
         return ref.joint_pos[min(k + 1, ref.num_frames - 1)]
 
+    act.reads_inputs = False  # type: ignore[attr-defined]
     return act
 
 

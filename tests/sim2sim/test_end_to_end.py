@@ -1,0 +1,98 @@
+"""End to end on an untrained policy exported by the real exporter: it runs, falls, and reports."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+
+from bcg_deploy.sim2sim import Sim2SimConfig, run_sim2sim
+from bcg_deploy.sim2sim.policy import OnnxPolicy
+from tests.sim2sim.conftest import export_untrained
+from tests.sim2sim.test_bad_inputs import run_cli
+
+
+def test_untrained_policy_runs_and_falls(untrained_onnx, tmp_path, capsys):
+    out = tmp_path / "report.json"
+    code, err = run_cli(["sim2sim", untrained_onnx, "--runs", "2", "--json", out, "--plot", tmp_path / "e.png"], capsys)
+    assert code in (0, None), err
+    d = json.loads(out.read_text())
+    assert d["aggregate"]["falls"] == 2
+    for r in d["runs"]:
+        assert r["fell"] and 0 < r["fall_time_s"] < 1.5 and r["e_track_cm"] > 0
+    assert d["settings"]["policy"]["sha256"] and d["settings"]["control_dt"] == 0.02
+    assert d["settings"]["substeps"] == 10 and d["settings"]["physics_dt"] == 0.002
+    assert (tmp_path / "e.png").exists()
+
+
+def test_reference_outputs_are_the_training_clip(untrained_onnx):
+    from bcg_deploy.robots import load_robot
+    from bcg_deploy.training.checkpoint import load_checkpoint, motion_from_checkpoint
+
+    policy = OnnxPolicy(untrained_onnx, load_robot())
+    ref = policy.reference()
+    motion = motion_from_checkpoint(load_checkpoint(untrained_onnx.parent / "run.pt"))
+    assert ref.num_frames == motion.num_frames
+    np.testing.assert_allclose(ref.body_pos_w, motion.body_pos_w, atol=1e-5)
+    np.testing.assert_allclose(ref.body_quat_w, motion.body_quat_w, atol=1e-5)
+    np.testing.assert_allclose(ref.joint_pos, motion.joint_pos, atol=1e-5)
+
+
+def test_determinism_with_noise(untrained_onnx):
+    """Same seed: identical JSON. Other seed, or another run of the same report: different."""
+    base = dict(runs=2, noise_scale=1.0, max_duration_s=0.5, stop_on_fall=False)
+    a = run_sim2sim(untrained_onnx, Sim2SimConfig(seed=0, **base)).to_json()
+    b = run_sim2sim(untrained_onnx, Sim2SimConfig(seed=0, **base)).to_json()
+    c = run_sim2sim(untrained_onnx, Sim2SimConfig(seed=1, **base)).to_json()
+    assert a == b
+    assert a != c
+    runs = json.loads(a)["runs"]
+    assert runs[0]["e_track_cm"] != runs[1]["e_track_cm"]
+    quiet = json.loads(run_sim2sim(untrained_onnx, Sim2SimConfig(seed=0, **{**base, "noise_scale": 0.0})).to_json())
+    assert quiet["runs"][0]["e_track_cm"] == quiet["runs"][1]["e_track_cm"]  # no noise: seeds do not matter
+
+
+def test_everything_on_runs(untrained_onnx):
+    cfg = Sim2SimConfig(
+        runs=1, latency_ms=(5.0, 25.0), obs_latency_ms=(2.0, 2.0), noise_scale=0.5, randomize=True, push=True
+    )
+    rep = run_sim2sim(untrained_onnx, cfg)
+    s = rep.settings
+    assert s["randomize"]["friction"] == [0.3, 1.2] or s["randomize"]["friction"] == (0.3, 1.2)
+    assert any("metadata bcgd.domain_randomization" in n for n in s["notes"])
+    assert any("metadata bcgd.push" in n for n in s["notes"])
+    assert any("metadata bcgd.input_noise" in n for n in s["notes"])
+    assert rep.runs[0].randomization is not None
+
+
+def test_replay_of_the_policy_clip_with_pinned_base(untrained_onnx):
+    """The baseline: PD on the reference joints with the pelvis pinned tracks far better than the
+    untrained policy (which falls), with zero root error."""
+    r = run_sim2sim(untrained_onnx, Sim2SimConfig(runs=1, replay=True, pin_base=True)).runs[0]
+    p = run_sim2sim(untrained_onnx, Sim2SimConfig(runs=1, stop_on_fall=False)).runs[0]
+    assert not r.fell and p.fell and r.steps == p.steps
+    assert r.root_pos_err_cm < 1e-6
+    assert r.e_track_cm < 0.25 * p.e_track_cm and r.joint_rmse_rad < 0.5 * p.joint_rmse_rad
+
+
+def test_model_hash_mismatch_needs_force(untrained_onnx, tmp_path, capsys):
+    model = onnx.load(str(untrained_onnx))
+    for p in model.metadata_props:
+        if p.key == "bcgd.robot":
+            p.value = json.dumps({"name": "g1", "model_hash": "f" * 64})
+    path = tmp_path / "other_hash.onnx"
+    onnx.save(model, str(path))
+    code, err = run_cli(["sim2sim", path, "--runs", "1"], capsys)
+    assert code == 2 and "pass --force" in err
+    rep = run_sim2sim(path, Sim2SimConfig(runs=1, force=True, max_duration_s=0.2))
+    assert any("--force" in n for n in rep.settings["notes"])
+
+
+@pytest.mark.parametrize("profile", ["holosoma"])
+def test_other_metadata_profile(tmp_path, untrained_onnx, profile):
+    (tmp_path / "run.pt").write_bytes((untrained_onnx.parent / "run.pt").read_bytes())
+    path = export_untrained(tmp_path, profile)
+    rep = run_sim2sim(path, Sim2SimConfig(runs=1, max_duration_s=0.3))
+    assert rep.runs[0].steps == 15
