@@ -1,11 +1,11 @@
 """Domain randomisation (METHOD.md section 6): per-env physical parameters, pushes and reset noise.
 
 ``sample_params`` draws one ``EnvParams`` row per env (nominal values when randomisation is off);
-``assign_rows(params, new, idx)`` replaces the rows of reset envs. Which of the physical parameters
-reach the simulator depends on what it accepts (see ``ImitationEnv``); the action-side terms (default
-joint offset, action latency), pushes and reset noise are applied by the env itself.
-All randomness comes from the global torch RNG (saved in run.pt), so a resumed run is reproducible.
-"""
+``assign_rows(params, new, idx, RESET_FIELDS)`` redraws the per-episode ones for reset envs. Which
+physical parameters reach the simulator depends on what it accepts (see ``env.apply_params_to_sim``);
+the action-side terms (default joint offset, action latency), pushes and reset noise are applied by
+the env itself. All randomness comes from the global torch RNG (saved in run.pt), so a resumed run
+is reproducible."""
 
 from __future__ import annotations
 
@@ -37,6 +37,15 @@ class EnvParams:
     @classmethod
     def from_state_dict(cls, d: dict[str, torch.Tensor]) -> EnvParams:
         return cls(**{f.name: d[f.name] for f in fields(cls)})
+
+
+def nominal_params(like: EnvParams) -> EnvParams:
+    """Nominal (un-randomised) parameters shaped like ``like``."""
+    E, NB, J = like.link_mass_scale.shape[0], like.link_mass_scale.shape[1], like.kp_scale.shape[1]
+    dev = like.kp_scale.device
+    out = sample_params(DomainRandCfg(enabled=False), E, NB, J, dev)
+    out.friction = like.friction.clone()
+    return out
 
 
 def _uniform(lo: float, hi: float, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
@@ -75,10 +84,17 @@ def sample_params(cfg: DomainRandCfg, num_envs: int, num_bodies: int, num_joints
     )
 
 
-def assign_rows(params: EnvParams, new: EnvParams, idx: torch.Tensor) -> None:
-    """In place: rows ``idx`` [n] of ``params`` take the n rows of ``new`` (freshly sampled for reset envs)."""
+RESET_FIELDS = ("default_joint_offset", "action_latency")
+"""Resampled at every episode reset; the physical parameters are drawn once per env at start-up
+(Decision: like mjlab's "startup" events; re-uploading model arrays to the simulator drops its
+recorded launch buffers, too costly at every reset)."""
+
+
+def assign_rows(params: EnvParams, new: EnvParams, idx: torch.Tensor, names: tuple[str, ...] | None = None) -> None:
+    """In place: rows ``idx`` [n] of ``params`` (fields ``names``, default all) take the n rows of ``new``."""
     for f in fields(params):
-        setattr(params, f.name, getattr(params, f.name).index_copy(0, idx, getattr(new, f.name)))
+        if names is None or f.name in names:
+            setattr(params, f.name, getattr(params, f.name).index_copy(0, idx, getattr(new, f.name)))
 
 
 def sample_push_interval(cfg: DomainRandCfg, num: int, control_dt: float, device) -> torch.Tensor:

@@ -172,7 +172,7 @@ class ImitationEnv:
         self.last_action = torch.zeros(E, self.num_actions, dtype=self.dtype, device=self.device)
         self.push_timer = torch.zeros(E, dtype=torch.long, device=self.device)
         self.params = dr.sample_params(cfg.domain_rand, E, self.num_bodies, robot.num_joints, self.device)
-        self.sim_params_applied = apply_params_to_sim(self.sim, self.params)
+        self.sim_params_applied = apply_params_to_sim(self.sim, self.robot, self.params)
         self._nan_countdown = -1
 
     # ------------------------------------------------------------------ setup
@@ -240,10 +240,9 @@ class ImitationEnv:
         self.frame = self.frame.index_copy(0, idx, frames)
         self.episode_len = self.episode_len.index_fill(0, idx, 0)
         self.episode_return = self.episode_return.index_fill(0, idx, 0.0)
-        self.last_action = self.last_action.detach().index_fill(0, idx, 0.0)
+        self.last_action = self.last_action.index_fill(0, idx, 0.0)
         new = dr.sample_params(self.cfg.domain_rand, n, self.num_bodies, self.num_actions, self.device)
-        dr.assign_rows(self.params, new, idx)
-        self.sim_params_applied = apply_params_to_sim(self.sim, self.params)
+        dr.assign_rows(self.params, new, idx, dr.RESET_FIELDS)
         timers = dr.sample_push_interval(self.cfg.domain_rand, n, self.control_dt, self.device)
         self.push_timer = self.push_timer.index_copy(0, idx, timers)
         return q.index_copy(0, idx, q_r), qd.index_copy(0, idx, qd_r)
@@ -402,8 +401,12 @@ class ImitationEnv:
         self.episode_return = d["episode_return"].to(dev)
         self.last_action = d["last_action"].to(dev, dt)
         self.push_timer = d["push_timer"].to(dev)
-        self.params = dr.EnvParams.from_state_dict({k: v.to(dev) for k, v in d["params"].items()})
-        self.sim_params_applied = apply_params_to_sim(self.sim, self.params)
+        params = dr.EnvParams.from_state_dict({k: v.to(dev) for k, v in d["params"].items()})
+        cur = self.params.state_dict()
+        same = all(torch.equal(v, cur[k]) for k, v in params.state_dict().items())
+        self.params = params
+        if not same:  # re-uploading model arrays makes the simulator re-record its launches: only when needed
+            self.sim_params_applied = apply_params_to_sim(self.sim, self.robot, self.params)
         self.transition.load_state_dict(d.get("transition", {}))
 
 
@@ -428,15 +431,88 @@ def make_simulator(cfg: TrainConfig, robot: RobotSpec, device: torch.device) -> 
     return Simulator(robot, SimConfig(**kwargs))
 
 
-def apply_params_to_sim(sim: Any, params: dr.EnvParams) -> dict[str, bool]:
-    """Hand the per-env physical parameters to the simulator where it has a setter; report which."""
-    applied: dict[str, bool] = {}
+def sim_param_arrays(sim: Any, robot: RobotSpec, params: dr.EnvParams) -> dict[str, torch.Tensor]:
+    """The simulator's per-env model arrays (``Simulator.set_env_params`` names) for ``params``.
+
+    kp, kd scale the RobotSpec gains; armature scales the hinge dofs' armature; link masses are scaled
+    (with their rotational inertia) and the pelvis gets ``base_mass_add`` kg (inertia scaled in
+    proportion); link CoMs move by ``link_com_offset`` (body frame). ``friction`` is the Coulomb
+    coefficient of the foot contacts (used once the simulator has contact).
+    """
+    mjm = robot.load_model(scene=False)
+    f64 = torch.float64
+    kp = torch.as_tensor(robot.kp, dtype=f64) * params.kp_scale.cpu()
+    kd = torch.as_tensor(robot.kd, dtype=f64) * params.kd_scale.cpu()
+    arm = torch.as_tensor(mjm.dof_armature, dtype=f64).expand(params.kp_scale.shape[0], -1).clone()
+    arm[:, 6:] = arm[:, 6:] * params.armature_scale.cpu()
+    mass0 = torch.as_tensor(mjm.body_mass, dtype=f64)  # [NB+1], world first
+    scale = torch.ones(params.kp_scale.shape[0], mass0.shape[0], dtype=f64)
+    scale[:, 1:] = params.link_mass_scale.cpu()
+    scale[:, 1] = (mass0[1] + params.base_mass_add.cpu()) / mass0[1]
+    ipos = torch.as_tensor(mjm.body_ipos, dtype=f64).expand(scale.shape[0], -1, -1).clone()
+    ipos[:, 1:] = ipos[:, 1:] + params.link_com_offset.cpu()
+    return {
+        "act_kp": kp,
+        "act_kd": kd,
+        "dof_armature": arm,
+        "body_mass": mass0 * scale,
+        "body_inertia": torch.as_tensor(mjm.body_inertia, dtype=f64) * scale[..., None],
+        "body_ipos": ipos,
+        "friction": params.friction.cpu(),
+    }
+
+
+PARAM_GROUPS = (
+    ("act_kp", "act_kd", "act_effort"),
+    ("dof_armature",),
+    ("body_mass", "body_ipos", "body_inertia"),
+    ("friction",),
+)
+"""Simulator arrays set together (each group's rows must agree; the kernels index a group by one row count)."""
+
+
+def apply_params_to_sim(sim: Any, robot: RobotSpec, params: dr.EnvParams) -> dict[str, bool]:
+    """Hand the per-env physical parameters to the simulator where it accepts them; report which.
+
+    Each group is applied, then checked with one no-grad step of every env from the default pose; a
+    group whose arrays the simulator rejects, or that makes any env non-finite, is reverted to the
+    nominal (shared) values and reported as not applied, so a simulator limitation never silently
+    poisons training.
+    """
     setter = getattr(sim, "set_env_params", None)
-    names = ("friction", "base_mass_add", "link_mass_scale", "link_com_offset", "kp_scale", "kd_scale",
-             "armature_scale", "joint_friction_scale")  # fmt: skip
-    if setter is None:
-        return {n: False for n in names}
-    accepted = setter(**{n: getattr(params, n) for n in names})
-    for n in names:
-        applied[n] = bool(accepted.get(n, False)) if isinstance(accepted, dict) else True
+    arrays = sim_param_arrays(sim, robot, params)
+    arrays["act_effort"] = torch.as_tensor(robot.effort_limit, dtype=torch.float64).expand_as(arrays["act_kp"])
+    nominal = sim_param_arrays(sim, robot, dr.nominal_params(params))
+    nominal["act_effort"] = arrays["act_effort"]
+    applied: dict[str, bool] = {}
+    for group in PARAM_GROUPS:
+        ok = setter is not None
+        if ok:
+            try:
+                setter(**{n: arrays[n] for n in group})
+                ok = _sim_self_check(sim, robot)
+            except Exception:  # noqa: BLE001 - a simulator without this parameter ignores it (reported)
+                ok = False
+            if not ok:
+                try:
+                    setter(**{n: nominal[n][:1] for n in group})
+                except Exception:  # noqa: BLE001
+                    pass
+        applied.update({n: ok for n in group if n != "act_effort"})
+    applied["joint_friction"] = False  # the G1 model has no joint friction (frictionloss 0) to scale
     return applied
+
+
+def _sim_self_check(sim: Any, robot: RobotSpec) -> bool:
+    """One no-grad control step of every env from the default standing pose is finite."""
+    E = sim.num_envs
+    dt = sim.types.torch_dtype if hasattr(sim, "types") else torch.float32
+    dev = getattr(sim, "torch_device", "cpu")
+    q = torch.zeros(E, 7 + robot.num_joints, dtype=dt, device=dev)
+    q[:, :3] = torch.as_tensor(robot.default_root_pos, dtype=dt)
+    q[:, 3] = 1.0
+    q[:, 7:] = torch.as_tensor(robot.default_joint_pos, dtype=dt)
+    qd = torch.zeros(E, 6 + robot.num_joints, dtype=dt, device=dev)
+    with torch.no_grad():
+        s = sim.step(q, qd, q[:, 7:].clone())
+    return bool(torch.isfinite(s.q).all() and torch.isfinite(s.qd).all())
