@@ -66,7 +66,8 @@ Both profiles add JSON-valued ``bcgd.*`` keys:
     bcgd.exporter_version, bcgd.opset (17), bcgd.versions (torch, onnx, onnxruntime)
     bcgd.parity        {max_abs_err, max_rel_err (per output max|d| / max|torch|), per_output,
                         max_abs_err_vs_torch_float64, num_inputs, sources, tolerance, signature}
-``--deploy-yaml`` also writes ``<output folder>/params/deploy.yaml`` (unitree_rl_lab style).
+``--deploy-yaml`` also writes a unitree_rl_lab-style ``params/deploy.yaml``: ``<run>/params/deploy.yaml``
+when the ONNX is ``<run>/exported/<name>.onnx`` (their layout), else ``<onnx folder>/params/deploy.yaml``.
 
 Verification on every export: onnx.checker (full_check), then onnxruntime vs torch on >= 1000
 inputs (clip frames, noisy states around them, states of a MuJoCo rollout of the torch policy);

@@ -38,7 +38,8 @@ class ExportConfig:
     profile: Literal["beyondmimic", "holosoma"] = "beyondmimic"
     """Metadata convention for the non-``bcgd.`` keys: CSV (BeyondMimic/mjlab) or JSON (holosoma)."""
     deploy_yaml: bool = False
-    """Also write a unitree_rl_lab-style params/deploy.yaml beside the ONNX's folder."""
+    """Also write a unitree_rl_lab-style params/deploy.yaml (in <run>/params when the ONNX is in
+    <run>/exported, else in a params folder beside the ONNX)."""
     parity_samples: int = 1000
     """Minimum number of parity inputs (clip frames + noisy states + MuJoCo rollout)."""
     rollout_steps: int = 100
@@ -231,7 +232,9 @@ def export_policy(cfg: ExportConfig) -> ExportResult:
     write_atomic(out, data)
     yaml_path = None
     if cfg.deploy_yaml:
-        yaml_path = out.parent / "params" / "deploy.yaml"
+        # unitree_rl_lab layout: <run>/exported/policy.onnx beside <run>/params/deploy.yaml
+        root = out.parent.parent if out.parent.name == "exported" else out.parent
+        yaml_path = root / "params" / "deploy.yaml"
         try:
             yaml_path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

@@ -1,0 +1,83 @@
+"""Export test fixtures: checkpoints written by the training code's own build/save functions.
+
+The policy is untrained (freshly initialised networks, seeded); the motion is the labelled synthetic
+test clip (tests/training/synthetic_motion.py: MuJoCo FK of the home pose with small sinusoids), and
+the normaliser statistics are gathered from that clip's noisy observations, as training would.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from bcg_deploy.export.parity import clip_states
+from bcg_deploy.robots import load_robot
+from bcg_deploy.training.checkpoint import MOTION_ARRAYS, build_checkpoint, save_checkpoint
+from bcg_deploy.training.config import TrainConfig, to_dict
+from bcg_deploy.training.networks import Actor, Critic
+from bcg_deploy.training.normalizer import RunningNormalizer
+from bcg_deploy.training.observations import ObservationModule
+from tests.training.synthetic_motion import synthetic_motion
+
+
+def make_payload(robot, motion, actor_seed: int = 0, norm_scale: float = 1.0) -> dict:
+    """An untrained run.pt payload; ``norm_scale`` scales the observations the normaliser saw."""
+    om = ObservationModule(robot, motion)
+    torch.manual_seed(actor_seed)
+    actor = Actor(om.obs_dim, robot.num_joints)
+    critics = [Critic(om.obs_dim) for _ in range(3)]
+    norm = RunningNormalizer(om.obs_dim)
+    states = clip_states({k: getattr(motion, k) for k in MOTION_ARRAYS})
+    q = torch.as_tensor(states.q, dtype=torch.float32)
+    qd = torch.as_tensor(states.qd, dtype=torch.float32)
+    gen = torch.Generator().manual_seed(actor_seed)
+    with torch.no_grad():
+        for _ in range(4):
+            obs = om.add_noise(om(q, qd, torch.arange(q.shape[0])), gen)
+            norm.update(obs * norm_scale)
+    cfg = TrainConfig()
+    cfg.shac.actor_hidden = actor.hidden
+    plain = to_dict(cfg)
+    plain["sim"]["control_dt"] = cfg.sim.physics_dt * cfg.sim.substeps
+    return build_checkpoint(
+        robot=robot,
+        motion=motion,
+        observation=om,
+        config=plain,
+        actor=actor,
+        obs_normalizer=norm,
+        critics=critics,
+        target_critics=critics,
+        optimizers={"actor": torch.optim.Adam(actor.parameters())},
+        iteration=0,
+    )
+
+
+@pytest.fixture(scope="session")
+def robot():
+    return load_robot("g1")
+
+
+@pytest.fixture(scope="session")
+def motion(robot):
+    return synthetic_motion(robot, seconds=2.0)
+
+
+@pytest.fixture(scope="session")
+def ckpt_dir(tmp_path_factory, robot, motion) -> Path:
+    d = tmp_path_factory.mktemp("ckpt")
+    save_checkpoint(d / "run.pt", make_payload(robot, motion))
+    save_checkpoint(d / "run_other_norm.pt", make_payload(robot, motion, norm_scale=3.0))
+    return d
+
+
+@pytest.fixture(scope="session")
+def raw_export(tmp_path_factory, ckpt_dir):
+    """The default export (raw inputs, BeyondMimic metadata, deploy.yaml) in the unitree_rl_lab layout."""
+    from bcg_deploy.export import ExportConfig, export_policy
+
+    out = tmp_path_factory.mktemp("raw") / "exported" / "policy.onnx"
+    out.parent.mkdir()
+    return export_policy(ExportConfig(checkpoint=ckpt_dir / "run.pt", output=out, deploy_yaml=True))
