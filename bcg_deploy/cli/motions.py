@@ -68,6 +68,7 @@ def show(
     t.add_row("name", d["name"])
     if src["kind"] == "builtin":
         t.add_row("source", f"built-in (synthetic): {src['description']}")
+        t.add_row("window", f"whole clip ({src['duration_s']:g} s)")
     else:
         t.add_row("source", f"{src['file']} (sha256 {src['sha256'][:12]})")
         t.add_row("window", f"{src['start_s']:g} s + {src['duration_s']:g} s")
