@@ -58,6 +58,18 @@ def contact_penetration(dist: np.ndarray) -> np.ndarray:
     return -np.asarray(dist)
 
 
+def sphere_floor_penetration(centre_z: np.ndarray, radius: np.ndarray) -> tuple[float, int]:
+    """Sum (m) and count of the penetrations of spheres into the floor plane z = 0 while in contact.
+
+    ``centre_z`` [N, S] sphere centre heights (m), ``radius`` [S] (m). A sphere touches the plane when
+    its signed distance ``dist = z - r`` is negative (MuJoCo's contact criterion with zero margin);
+    its penetration is ``-dist``, exactly what MuJoCo reports for a sphere-plane contact.
+    """
+    pen = radius - np.asarray(centre_z)
+    touching = pen > 0.0
+    return float(pen[touching].sum()), int(np.count_nonzero(touching))
+
+
 def torque_saturation_fraction(torque: np.ndarray, effort_limit: np.ndarray, rtol: float = 1e-9) -> float:
     """Fraction of (physics step, joint) samples whose PD torque sits at its effort limit.
 

@@ -220,6 +220,7 @@ class OnnxPolicy:
         self._check_io(spec)
         self.meta = parse_metadata(self.session.get_modelmeta().custom_metadata_map, path, spec, force)
         self.num_joints = spec.num_joints
+        self._bound_inputs: dict | None = None
 
     def _check_io(self, spec: RobotSpec) -> None:
         ins = {i.name: i for i in self.session.get_inputs()}
@@ -253,9 +254,30 @@ class OnnxPolicy:
                 raise BcgdError(f"{self.path}: no reference output for {key} (outputs: {', '.join(outs)})")
 
     def act(self, inputs: dict[str, np.ndarray], time_step: int) -> np.ndarray:
-        """Joint position targets (rad, float64 [J]) for raw ``inputs`` (see :func:`make_inputs`)."""
+        """Joint position targets (rad, float64 [J]) for raw ``inputs`` (see :func:`make_inputs`).
+
+        The arrays of ``inputs`` are bound to the session once (onnxruntime IOBinding, no copies);
+        write new values into them in place between calls.
+        """
+        if inputs is not self._bound_inputs:
+            self._bind(inputs)
         inputs["time_step"][0, 0] = time_step
-        return self.session.run([TARGET_OUTPUT], inputs)[0][0].astype(np.float64)
+        self.session.run_with_iobinding(self._binding)
+        return self._target.astype(np.float64)[0]
+
+    def _bind(self, inputs: dict[str, np.ndarray]) -> None:
+        import onnxruntime as ort
+
+        for name in INPUT_NAMES:
+            a = inputs[name]
+            if a.dtype != np.float32 or a.shape != (1, a.shape[1]) or not a.flags.c_contiguous:
+                raise ValueError(f"policy input {name} must be a C-contiguous float32 [1, n] array")
+        binding = self.session.io_binding()
+        for name in INPUT_NAMES:
+            binding.bind_cpu_input(name, inputs[name])
+        self._target = np.zeros((1, self.num_joints), np.float32)
+        binding.bind_ortvalue_output(TARGET_OUTPUT, ort.OrtValue.ortvalue_from_numpy(self._target))
+        self._binding, self._bound_inputs = binding, inputs
 
     def reference(self) -> Reference:
         """The reference clip baked into the graph: its outputs at time_step 0 .. num_frames - 1."""

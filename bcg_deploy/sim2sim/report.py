@@ -19,10 +19,10 @@ from bcg_deploy.errors import BcgdError
 from bcg_deploy.sim2sim import metrics
 
 METRICS = (
-    ("e_track_cm", "E_track (cm)", "{:.2f}"),
-    ("joint_rmse_rad", "joint RMSE (rad)", "{:.4f}"),
-    ("root_pos_err_cm", "root err (cm)", "{:.2f}"),
-    ("foot_penetration_mm", "foot pen. (mm)", "{:.2f}"),
+    ("e_track_cm", "E_track cm", "{:.2f}"),
+    ("joint_rmse_rad", "joint RMSE rad", "{:.3f}"),
+    ("root_pos_err_cm", "root err cm", "{:.2f}"),
+    ("foot_penetration_mm", "foot pen. mm", "{:.2f}"),
     ("torque_saturation", "torque sat.", "{:.3f}"),
 )
 REPORT_VERSION = 1
@@ -65,20 +65,22 @@ class Report:
         return atomic_write_bytes(path, self.to_json().encode())
 
     def table(self):
-        """A rich Table: one row per run, then mean +/- std."""
+        """A rich Table: one row per run, then the mean (with the fall count) and the std over runs."""
         from rich.table import Table
 
         s = self.settings
         title = f"sim2sim {s['mode']}: {s['reference']['source']}, physics {1 / s['physics_dt']:.0f} Hz"
-        t = Table("run", "fell", "fall t (s)", *(label for _, label, _ in METRICS), title=title)
+        t = Table("run", "fell", "fall s", *(label for _, label, _ in METRICS), title=title)
         for r in self.runs:
             cells = [_fmt(fmt, getattr(r, key)) for key, _, fmt in METRICS]
             fall = f"{r.fall_time_s:.2f}" if r.fell else "-"
             t.add_row(str(r.index), "[red]yes[/]" if r.fell else "no", fall, *cells)
         a = self.aggregate
-        cells = [f"{_fmt(fmt, a[key]['mean'])} +/- {_fmt(fmt, a[key]['std'])}" for key, _, fmt in METRICS]
         mft = a["mean_fall_time_s"]
-        t.add_row("all", f"{a['falls']}/{a['runs']}", "-" if mft is None else f"{mft:.2f}", *cells, style="bold")
+        mean = [_fmt(fmt, a[key]["mean"]) for key, _, fmt in METRICS]
+        std = [_fmt(fmt, a[key]["std"]) for key, _, fmt in METRICS]
+        t.add_row("mean", f"{a['falls']}/{a['runs']}", "-" if mft is None else f"{mft:.2f}", *mean, style="bold")
+        t.add_row("std", "", "", *std)
         return t
 
     def plot(self, path: str | Path) -> Path:

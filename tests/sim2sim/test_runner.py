@@ -136,3 +136,29 @@ def test_pin_base_follows_the_reference_root(spec, waving_ref):
     assert r.root_pos_err_cm == pytest.approx(0.0, abs=1e-9)
     assert r.joint_rmse_rad > 0 and r.e_track_cm > 0
     assert r.torque_saturation > 0
+
+
+def test_foot_penetration_equals_mujoco_contact_dist(spec):
+    """The run's foot penetration (from sphere heights) equals the mean -dist of MuJoCo's own
+    foot-sphere/floor contacts over every physics step, with other contacts (a falling robot) ignored."""
+    from bcg_deploy.sim2sim.runner import foot_geoms, foot_penetration
+
+    m = spec.load_model()
+    q = np.tile(m.key_qpos[0], (151, 1))  # PD alone cannot balance: it topples within 3 s
+    ref = reference_from_states(m, q, np.zeros((151, m.nv)), 50.0)
+    cfg = Sim2SimConfig(runs=1, replay=True, stop_on_fall=False)
+    setup = setup_from_reference(ref, cfg)
+    g1, g2, dist, others = [], [], [], [0]
+    feet = set(foot_geoms(setup.model).tolist())
+
+    def on_step(i, tgt, d):
+        c = d.contact
+        g1.append(c.geom1.copy())
+        g2.append(c.geom2.copy())
+        dist.append(c.dist.copy())
+        others[0] += sum(1 for a, b in zip(c.geom1, c.geom2, strict=True) if a not in feet and b not in feet)
+
+    r = simulate_run(setup, cfg, 0, on_physics_step=on_step)
+    s, n = foot_penetration(setup.model, g1, g2, dist)
+    assert n > 100 and others[0] > 0  # feet touched, and so did other bodies (it fell)
+    assert r.foot_penetration_mm == pytest.approx(1000 * s / n, rel=1e-9)
