@@ -1,0 +1,110 @@
+"""ImitationEnv on the real differentiable simulator: reference consistency, action mapping, falls,
+time-outs, non-finite isolation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bcg_deploy.robots import load_robot
+from bcg_deploy.training.add import ADD
+from bcg_deploy.training.env import ImitationEnv, SimTransition
+
+from .conftest import tiny_cfg
+
+
+def make_env(motion, *overrides, dtype="float64"):
+    cfg = tiny_cfg(f"sim.dtype={dtype}", *overrides)
+    env = ImitationEnv(cfg, load_robot("g1"), motion)
+    env.add = ADD(env.feature_dim, cfg.add).to(env.dtype)
+    return env
+
+
+@pytest.fixture(scope="module")
+def env(tiny_motion):
+    torch.manual_seed(0)
+    e = make_env(tiny_motion, "env.num_envs=3", "domain_rand.enabled=false")
+    e.reset()
+    return e
+
+
+class RecordingTransition(SimTransition):
+    """The real simulator step, remembering the PD targets it was given."""
+
+    def __call__(self, q, qd, q_target):
+        self.last_target = q_target.detach().clone()
+        return super().__call__(q, qd, q_target)
+
+
+def test_reference_state_has_zero_residual(env):
+    frames = torch.tensor([0, 17, 58])
+    q, qd = env.reference_state(frames)
+    m = env.motion
+    torch.testing.assert_close(q[:, 7:], torch.as_tensor(m.joint_pos[frames.numpy()]))
+    f, body_pos = env.features(q, qd)
+    # our torch FK of the reference qpos reproduces the clip's MuJoCo body positions and features
+    torch.testing.assert_close(body_pos, torch.as_tensor(m.body_pos_w[frames.numpy()]), atol=1e-5, rtol=0)
+    torch.testing.assert_close(f, env.ref_features[frames], atol=1e-5, rtol=0)
+    assert env.feature_dim == f.shape[1] == 3 + 6 + 6 * 29 + 15 + 3 + 3 + 29
+
+
+def test_action_maps_through_scale_and_default_pose(env):
+    env.reset()
+    rec = RecordingTransition(env.sim)
+    env.transition = rec
+    try:
+        a = torch.linspace(-0.9, 0.9, 29, dtype=env.dtype).expand(3, 29)
+        env.step(a)
+    finally:
+        env.transition = SimTransition(env.sim)
+    want = env.default_joint_pos + env.action_scale * a  # DR off: no offset, no latency
+    torch.testing.assert_close(rec.last_target, want)
+
+
+def test_fall_terminates_and_resets(env):
+    env.reset()
+    q = env.q.clone()
+    q[1, 2] = 0.2  # root below the 0.3 m fall height
+    env.q = q
+    frame_before = env.frame.clone()
+    out = env.step(torch.zeros(3, 29, dtype=env.dtype))
+    assert out.terminated.tolist() == [False, True, False] and out.done[1] and not out.timeout[1]
+    assert out.obs_before_reset[1, 0] < 0.3  # root-height term of the terminal observation
+    assert env.q[1, 2] > 0.5 and env.episode_len[1] == 0  # reset to a reference state
+    assert (env.frame[[0, 2]] == frame_before[[0, 2]] + 1).all()
+
+
+def test_time_out_at_clip_end(env):
+    env.reset()
+    env.frame = torch.tensor([env.num_frames - 2, 5, 10])
+    out = env.step(torch.zeros(3, 29, dtype=env.dtype))
+    assert out.timeout.tolist() == [True, False, False] and not out.terminated[0]
+
+
+def test_nan_state_is_isolated(env):
+    env.reset()
+    env.detach()
+    env.inject_nan(0)
+    a = torch.zeros(3, 29, dtype=env.dtype, requires_grad=True)
+    out = env.step(a)
+    assert out.info["diverged"].tolist() == [True, False, False]
+    assert out.terminated[0] and out.reward[0] == 0 and torch.isfinite(out.reward).all()
+    assert torch.isfinite(out.obs).all() and torch.isfinite(env.q).all()
+    (out.reward.sum() + out.obs.sum()).backward()
+    assert torch.isfinite(a.grad).all() and a.grad[1:].abs().sum() > 0
+
+
+def test_domain_randomisation_reaches_the_simulator(tiny_motion):
+    torch.manual_seed(1)
+    e = make_env(tiny_motion, "env.num_envs=2", dtype="float32")
+    applied = e.sim_params_applied
+    assert applied["act_kp"] and applied["act_kd"] and applied["dof_armature"]
+    assert (e.params.kp_scale >= 0.8).all() and (e.params.kp_scale <= 1.2).all()
+    assert set(e.params.action_latency.tolist()) <= {0, 1}
+    kp = e.sim.model.act_kp.numpy()
+    torch.testing.assert_close(
+        torch.as_tensor(kp, dtype=torch.float64),
+        torch.as_tensor(e.robot.kp) * e.params.kp_scale,
+        rtol=1e-6,
+        atol=1e-6,
+    )

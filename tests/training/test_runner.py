@@ -1,0 +1,100 @@
+"""The training run end to end on tiny sizes: run.pt contents, exact resume, NaN survival,
+checkpoint refusal for a non-finite model, the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from bcg_deploy.cli import _register, app
+from bcg_deploy.training import checkpoint as ckpt_io
+from bcg_deploy.training.logger import read_metrics
+from bcg_deploy.training.runner import Trainer
+
+from .conftest import tiny_cfg
+
+TIMING = {"time_s", "iterations_per_s", "env_steps_per_s"}
+
+
+def _run(tmp, motion, *overrides, resume=None):
+    cfg = tiny_cfg(f"runner.out_dir={tmp}", "runner.iterations=4", "runner.save_every=2", *overrides)
+    return Trainer(cfg, resume=resume, motion=motion).run()
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory, tiny_motion):
+    d = tmp_path_factory.mktemp("full")
+    return _run(d, tiny_motion)
+
+
+def test_checkpoint_has_everything_export_needs(full_run):
+    path = full_run.checkpoint
+    raw = torch.load(path, weights_only=True)
+    ck = ckpt_io.load_checkpoint(path, required=ckpt_io.REQUIRED_KEYS)
+    assert raw["iteration"] == ck["iteration"] == 4
+    assert len(ck["critics"]) == len(ck["target_critics"]) == 2
+    assert set(ck["optimizers"]) == {"actor", "critic", "discriminator"}
+    assert ck["robot"]["name"] == "g1" and len(ck["robot"]["model_hash"]) == 64
+    assert sum(t["size"] for t in ck["observation"]) == 849
+    assert ck["motion"]["name"] == "dance" and ck["config"]["sim"]["control_dt"] == pytest.approx(0.02)
+    assert {"env_state", "add_replay", "shac_state"} <= set(ck)
+    rows = read_metrics(full_run.run_dir)
+    assert [r["iteration"] for r in rows] == [1, 2, 3, 4]
+    for key in ("reward", "tracking_error_cm", "actor_grad_norm", "iterations_per_s", "env_steps_per_s"):
+        assert key in rows[-1]
+    assert (full_run.run_dir / "config.yaml").exists() and (full_run.run_dir / "learning_curve.png").exists()
+
+
+def test_resume_is_exact(full_run, tmp_path, tiny_motion):
+    _run(tmp_path, tiny_motion, "runner.stop_at=2")
+    assert json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])["iteration"] == 2
+    cfg = tiny_cfg(f"runner.out_dir={tmp_path}", "runner.iterations=4", "runner.save_every=2")
+    Trainer(cfg, resume=tmp_path / "run.pt").run()
+    a, b = read_metrics(full_run.run_dir), read_metrics(tmp_path)
+    assert len(a) == len(b) == 4
+    for ra, rb in zip(a, b, strict=True):
+        assert {k: v for k, v in ra.items() if k not in TIMING} == {k: v for k, v in rb.items() if k not in TIMING}
+    full = torch.load(full_run.checkpoint, weights_only=True)
+    resumed = torch.load(tmp_path / "run.pt", weights_only=True)
+    for k, v in full["actor"].items():
+        assert torch.equal(v, resumed["actor"][k]), k
+
+
+def test_nan_in_simulator_state_is_survived(tmp_path, tiny_motion):
+    res = _run(tmp_path, tiny_motion, "debug.inject_nan_iteration=1", "debug.inject_nan_step=1")
+    assert res.iteration == 4 and res.checkpoint is not None
+    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert any(e["event"] == "diverged_envs" and e["iteration"] == 2 for e in events)
+    rows = read_metrics(tmp_path)
+    assert rows[1]["diverged"] >= 1 and all(r["diverged"] == 0 for r in rows[2:])
+    ck = ckpt_io.load_checkpoint(res.checkpoint)
+    assert all(torch.isfinite(v).all() for v in ck["actor"].values())
+
+
+def test_non_finite_model_never_overwrites_checkpoint(tmp_path, tiny_motion):
+    cfg = tiny_cfg(f"runner.out_dir={tmp_path}", "runner.iterations=2", "runner.save_every=1")
+    tr = Trainer(cfg, motion=tiny_motion)
+    tr.run()
+    good = (tmp_path / "run.pt").read_bytes()
+    with torch.no_grad():
+        tr.shac.actor.mu.weight[0, 0] = float("nan")
+    assert tr.save() is None
+    assert (tmp_path / "run.pt").read_bytes() == good
+    assert tr.events[-1]["event"] == "checkpoint_refused"
+
+
+def test_cli_train_writes_checkpoint(tmp_path):
+    _register()
+    r = CliRunner().invoke(
+        app,
+        ["train", "dance", "--envs", "2", "--horizon", "2", "--iterations", "1", "--out", str(tmp_path), "--seed", "3",
+         *[x for o in ("shac.actor_hidden=8", "shac.critic_hidden=8", "add.hidden=8", "shac.critic_iterations=1",
+                       "runner.tensorboard=false") for x in ("--set", o)]],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "run.pt").exists() and "checkpoint" in r.output
+    ck = ckpt_io.load_checkpoint(tmp_path / "run.pt")
+    assert ck["config"]["runner"]["seed"] == 3 and ck["config"]["shac"]["horizon"] == 2

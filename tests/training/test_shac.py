@@ -1,0 +1,83 @@
+"""SHAC through the real simulator: the analytic actor gradient of one window vs float64 finite
+differences (with a mid-window time-out + reset, action latency, observation noise and pushes),
+and the robustness rules (non-finite loss skipped, NaN gradients zeroed)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bcg_deploy.robots import load_robot
+from bcg_deploy.training.add import ADD
+from bcg_deploy.training.env import ImitationEnv
+from bcg_deploy.training.shac import SHAC
+
+from .conftest import tiny_cfg
+
+
+@pytest.fixture(scope="module")
+def setup(tiny_motion):
+    torch.manual_seed(0)
+    cfg = tiny_cfg("sim.dtype=float64", "sim.kappa=50", "shac.horizon=4", "domain_rand.push_interval_s=0.04,0.06")
+    env = ImitationEnv(cfg, load_robot("g1"), tiny_motion)
+    env.add = ADD(env.feature_dim, cfg.add).double()
+    shac = SHAC(cfg.shac, env.obs_dim, env.num_actions, cfg.env.num_envs).double()
+    env.reset()
+    for s in (1.0, 1.1):  # some normaliser statistics so the actor input is O(1)
+        shac.obs_normalizer.update(env.observe() * s)
+    env.frame = torch.tensor([5, env.num_frames - 3])  # env 1 times out inside the window and resets
+    env.params.action_latency = torch.tensor([1, 0])  # env 0 acts with one step of latency
+    return env, shac, env.state_dict()
+
+
+def _window_loss(env, shac, state):
+    env.load_state_dict(state)
+    torch.manual_seed(123)  # same exploration noise, observation noise, pushes and reset draws
+    roll = shac.rollout(env)
+    return roll
+
+
+def test_actor_gradient_matches_finite_differences(setup):
+    env, shac, state = setup
+    params = list(shac.actor.parameters())
+    roll = _window_loss(env, shac, state)
+    assert roll.done[:, 1].any(), "the window must contain the time-out of env 1"
+    shac.actor.zero_grad()
+    roll.actor_loss.backward()
+    grads = [p.grad.clone() for p in params]
+    gen = torch.Generator().manual_seed(7)
+    h = 1e-6
+    for _ in range(5):
+        v = [torch.randn(p.shape, generator=gen, dtype=p.dtype) for p in params]
+        norm = torch.sqrt(sum((x * x).sum() for x in v))
+        v = [x / norm for x in v]
+        analytic = float(sum((g * x).sum() for g, x in zip(grads, v, strict=True)))
+        with torch.no_grad():
+            for p, x in zip(params, v, strict=True):
+                p.add_(h * x)
+            lp = float(_window_loss(env, shac, state).actor_loss)
+            for p, x in zip(params, v, strict=True):
+                p.sub_(2 * h * x)
+            lm = float(_window_loss(env, shac, state).actor_loss)
+            for p, x in zip(params, v, strict=True):
+                p.add_(h * x)
+        fd = (lp - lm) / (2 * h)
+        assert abs(analytic - fd) <= 1e-3 * abs(fd) + 1e-9, (analytic, fd)
+
+
+def test_non_finite_loss_is_skipped_and_nan_grads_zeroed(setup):
+    _, shac, _ = setup
+    before = [p.detach().clone() for p in shac.actor.parameters()]
+    stats = shac.update_actor(torch.tensor(float("nan"), dtype=torch.float64))
+    assert stats["actor_skipped"] == 1.0 and shac.counters["actor_skipped"] >= 1
+    for b, p in zip(before, shac.actor.parameters(), strict=True):
+        assert torch.equal(b, p)
+    # a finite loss whose gradient has a NaN entry: the entry is zeroed, the step is taken, weights stay finite
+    w = shac.actor.mu.bias
+    hook = w.register_hook(lambda g: torch.cat([g[:1] * float("nan"), g[1:]]))
+    try:
+        stats = shac.update_actor(w.sum())
+    finally:
+        hook.remove()
+    assert stats["actor_nan_grad_tensors"] == 1 and shac.parameters_finite()
+    assert torch.equal(w[0], before[list(dict(shac.actor.named_parameters())).index("mu.bias")][0])
