@@ -70,7 +70,7 @@ def sim2sim(
     console.print(
         f"MuJoCo {m['version']} {m['integrator']}/{m['solver']}/{m['cone']}, physics {cfg.physics_dt * 1e3:g} ms, "
         f"control {report.settings['control_dt'] * 1e3:g} ms; {x['sim_s']:.1f} s simulated in {x['wall_s']:.1f} s "
-        f"({x['sim_s'] / max(x['wall_s'], 1e-9):.0f}x real time)",
+        f"({x['sim_s'] / max(x['wall_s'], 1e-9):.0f}x real time{', video rendering included' if video_path else ''})",
         highlight=False,
     )
     if json_path is not None:

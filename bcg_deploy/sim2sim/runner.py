@@ -153,6 +153,11 @@ def build_model(spec: RobotSpec, physics_dt: float, effort_limit: np.ndarray, ar
     m.actuator_ctrlrange[:] = np.stack([-effort_limit, effort_limit], axis=1)
     m.actuator_forcelimited[:] = 1
     m.actuator_forcerange[:] = m.actuator_ctrlrange
+    floor = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "floor")
+    if floor < 0 or m.geom_type[floor] != mujoco.mjtGeom.mjGEOM_PLANE or np.any(m.geom_pos[floor] != 0.0):
+        raise BcgdError(f"{spec.scene_path}: sim2sim needs a plane geom 'floor' at z = 0 (foot penetration)")
+    if np.any(m.geom_quat[floor] != [1.0, 0.0, 0.0, 0.0]):
+        raise BcgdError(f"{spec.scene_path}: the floor plane must be horizontal")
     hinge = joint_dofs(m)
     jnt = [int(m.actuator_trnid[a, 0]) for a in range(m.nu)]
     m.jnt_actfrcrange[jnt] = m.actuator_ctrlrange
@@ -451,7 +456,7 @@ def simulate_run(
 
 def _result(
     setup, cfg, run_index, m, k_done, fall_k, body_pos, joint_pos, root_pos, torque, lim, sphere_z, dr, n_push, wall
-):  # noqa: E501
+):
     ref = setup.reference
     sl = slice(1, k_done + 1)
     bp, jp, rp = body_pos[:k_done], joint_pos[:k_done], root_pos[:k_done]

@@ -2,8 +2,10 @@
 
 Offscreen rendering needs an OpenGL context without a window: EGL (``apt-get install libegl1``, plus a
 GPU driver or Mesa's software renderer ``libegl-mesa0``) or OSMesa (``apt-get install libosmesa6``).
-The backend is ``$MUJOCO_GL`` when set, else GLFW with a display, else EGL then OSMesa. Encoding uses
-imageio with its ffmpeg plugin (``pip install "bcg-deploy[video]"``).
+The backend is ``$MUJOCO_GL`` when set, else GLFW with a display, else EGL then OSMesa. Note that
+MuJoCo itself fails at ``import mujoco`` when ``MUJOCO_GL=osmesa`` is set and libOSMesa is missing.
+Encoding uses imageio with its ffmpeg plugin (``pip install "bcg-deploy[video]"``). Shadows and
+reflections are off (a software renderer draws a 640x480 frame in ~0.1 s instead of ~0.5 s).
 """
 
 from __future__ import annotations
@@ -86,6 +88,9 @@ class VideoRecorder:
         m.vis.global_.offwidth = max(m.vis.global_.offwidth, self.width)
         m.vis.global_.offheight = max(m.vis.global_.offheight, self.height)
         self._scene = mujoco.MjvScene(m, maxgeom=2000)
+        # Shadows and floor reflection cost ~5x the frame time on a software (Mesa llvmpipe) renderer.
+        self._scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = False
+        self._scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = False
         self._con = mujoco.MjrContext(m, mujoco.mjtFontScale.mjFONTSCALE_100)
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._con)
         self._cam = mujoco.MjvCamera()
