@@ -1,8 +1,8 @@
 """Export test fixtures: checkpoints written by the training code's own build/save functions.
 
-The policy is untrained (freshly initialised networks, seeded); the motion is the labelled synthetic
-test clip (tests/training/synthetic_motion.py: MuJoCo FK of the home pose with small sinusoids), and
-the normaliser statistics are gathered from that clip's noisy observations, as training would.
+The policy is untrained (freshly initialised networks, seeded); the motion is the built-in ``dance``
+task clip of bcg_deploy.motions (procedural, 15 s at 50 Hz, no licensed data), and the normaliser
+statistics are gathered from that clip's noisy observations, as training would.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import pytest
 import torch
 
 from bcg_deploy.export.parity import clip_states
+from bcg_deploy.motions import load_task_motion
 from bcg_deploy.robots import load_robot
 from bcg_deploy.training.checkpoint import MOTION_ARRAYS, build_checkpoint, save_checkpoint
 from bcg_deploy.training.config import TrainConfig, to_dict
 from bcg_deploy.training.networks import Actor, Critic
 from bcg_deploy.training.normalizer import RunningNormalizer
 from bcg_deploy.training.observations import ObservationModule
-from tests.training.synthetic_motion import synthetic_motion
 
 
 def make_payload(robot, motion, actor_seed: int = 0, norm_scale: float = 1.0) -> dict:
@@ -62,7 +62,7 @@ def robot():
 
 @pytest.fixture(scope="session")
 def motion(robot):
-    return synthetic_motion(robot, seconds=2.0)
+    return load_task_motion("dance", prefer="builtin", robot=robot)
 
 
 @pytest.fixture(scope="session")
