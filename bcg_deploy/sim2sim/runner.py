@@ -295,6 +295,10 @@ def _finish_setup(spec, ref, control_dt, kp, kd, effort, armature, cfg, policy, 
         notes.append(f"noise levels: {note}")
     if (policy is None or cfg.replay) and cfg.obs_latency_ms[1] > 0:
         notes.append("--obs-latency has no effect on a replay (no policy reads the sensors)")
+    random = cfg.randomize or cfg.push or cfg.latency_ms[0] != cfg.latency_ms[1]
+    random = random or cfg.obs_latency_ms[0] != cfg.obs_latency_ms[1] or (setup.noise is not None and not cfg.replay)
+    if cfg.runs > 1 and not random:
+        notes.append("nothing random enabled (--noise, --randomize, --push, a latency range): the runs are identical")
     setup.settings = _settings(onnx_path, cfg, setup)
     return setup
 
