@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, Progress, TextColumn
 
 from bcg_deploy.cli import app, console, err_console
 from bcg_deploy.errors import BcgdError
@@ -113,28 +113,31 @@ def train_cmd(
         f"seed {cfg.runner.seed}  -> {cfg.runner.out_dir}" + (f"  (resume {resume})" if resume else "")
     )
     progress = Progress(
-        TextColumn("[bold]iter"),
-        MofNCompleteColumn(),
-        BarColumn(bar_width=24),
-        TextColumn("{task.fields[speed]}"),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        TextColumn("{task.fields[stats]}"),
+        TextColumn("[bold]{task.completed}/{task.total}"),
+        BarColumn(bar_width=20),
+        TextColumn("{task.fields[line]}"),
         console=console,
         transient=False,
     )
     t0 = time.perf_counter()
     with progress:
-        bar = progress.add_task("train", total=cfg.runner.iterations, speed="", stats="compiling + first window ...")
+        bar = progress.add_task("train", total=cfg.runner.iterations, line="compiling kernels + first window ...")
+        first: dict = {}
 
         def on_iteration(m: dict) -> None:
-            speed = f"{m['iterations_per_s']:.2f} it/s {m['env_steps_per_s']:.0f} steps/s"
-            stats = (
+            it = m["iteration"]
+            first.setdefault("t", time.perf_counter() - m["time_s"])
+            first.setdefault("it", it - 1)
+            done = it - first["it"]
+            avg = (time.perf_counter() - first["t"]) / max(done, 1)
+            eta = avg * (cfg.runner.iterations - it)
+            line = (
+                f"{m['iterations_per_s']:.2f} it/s  {m['env_steps_per_s']:.0f} env-steps/s  "
+                f"ETA {int(eta // 3600)}:{int(eta % 3600 // 60):02d}:{int(eta % 60):02d}  "
                 f"reward {_fmt(m.get('reward'), '.3f')}  track {_fmt(m.get('tracking_error_cm'), '.1f')} cm  "
-                f"ep {_fmt(m.get('episode_length'), '.0f')}  |g| {_fmt(m.get('actor_grad_norm'), '.2f')}"
+                f"ep-len {_fmt(m.get('episode_length'), '.0f')}  |grad| {_fmt(m.get('actor_grad_norm'), '.2f')}"
             )
-            progress.update(bar, completed=m["iteration"], speed=speed, stats=stats)
+            progress.update(bar, completed=it, line=line)
 
         def on_event(e: dict) -> None:
             err_console.print(f"[yellow]iteration {e['iteration']}: {e['event']}[/] {e['message']}", highlight=False)
