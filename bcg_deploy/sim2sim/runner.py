@@ -13,7 +13,8 @@ applied exactly once, and the armature is the metadata's (``bcgd.armature``) whe
 
 A run starts in reference frame 0 (root pose and velocity, joints), as training's reference state
 initialisation. Control step k (time k * control_dt): the policy reads the (delayed, noisy) state and
-``time_step = k``; its target reaches the PD after the action latency; after the step the state is
+``time_step = k``; its target reaches the PD after the action latency (until the first one arrives the
+PD holds the pose of reference frame 0); after the step the state is
 compared with reference frame k + 1. A run ends at the clip's last frame or when the root (pelvis)
 falls below ``fall_height`` (metrics then cover the frames up to the fall).
 """
@@ -325,6 +326,7 @@ def _settings(onnx_path, cfg: Sim2SimConfig, s: Sim2SimSetup) -> dict:
         "randomize": asdict(s.dr) if s.dr else None,
         "push": asdict(s.push) if s.push else None,
         "mujoco": mujoco_settings(s.model),
+        "versions": _versions(),
         "notes": s.notes,
     }
     if s.policy is not None:
@@ -338,6 +340,14 @@ def _settings(onnx_path, cfg: Sim2SimConfig, s: Sim2SimSetup) -> dict:
             "training_physics_dt": m.physics_dt,
         }
     return out
+
+
+def _versions() -> dict:
+    import onnxruntime
+
+    import bcg_deploy
+
+    return {"bcg_deploy": bcg_deploy.__version__, "onnxruntime": onnxruntime.__version__, "numpy": np.__version__}
 
 
 def run_streams(seed: int, run_index: int) -> dict[str, np.random.Generator]:

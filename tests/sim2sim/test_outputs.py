@@ -66,3 +66,13 @@ def test_video_mp4_or_clear_no_gl_error(report, tmp_path):
     frames = imageio.mimread(path)
     assert len(frames) == rec.frames and frames[0].shape[:2] == (120, 160)
     assert np.asarray(frames[0]).std() > 1.0  # not a blank image
+
+
+def test_viewer_without_display_is_a_one_line_error(monkeypatch):
+    from bcg_deploy.sim2sim.video import ViewerHook
+
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    with pytest.raises(BcgdError, match="needs a display") as exc:
+        ViewerHook(0.02)
+    assert "\n" not in str(exc.value)
