@@ -9,10 +9,19 @@ time-outs (clip end) and non-finite / exploding envs, and resets finished envs a
 (reference state initialisation). Gradients flow from the reward and observations back through the
 transition into earlier actions; reset rows are constants.
 
-BCG hook: ``env.transition`` is any ``Transition`` (``__call__(q, qd, q_target) -> TransitionOut``,
-``reset(mask)``, ``detach()``, ``state_dict()``/``load_state_dict()``); the default ``SimTransition``
-calls ``Simulator.step`` once per control step. A bundled transition replaces it per env and per
-control step without touching the env or SHAC (see ``bcg_deploy.training.bcg`` when it exists).
+BCG hook (METHOD.md section 4): ``env.transition`` is any ``Transition``:
+``__call__(q, qd, q_target) -> TransitionOut`` advances ALL E envs by one control step (differentiable
+in q, qd, q_target; ``q_target`` is held over the substeps), ``reset(mask)`` is called with the envs
+that were just reset (drop their open bundles), ``detach()`` at every SHAC window start, and
+``state_dict()``/``load_state_dict()`` go into run.pt for an exact resume. The default
+``SimTransition`` calls ``Simulator.step`` once. A bundled transition keeps per-env branch state
+across its H control steps, decides per env whether to branch (from the previous step's
+``TransitionOut.foot_force``), and returns the branch average as ``q``/``qd``: the env then computes
+observation, reward and the next action from that average, as METHOD.md asks. It can build its
+branch simulator with ``make_simulator`` and replicate the env's physical parameters with
+``sim_param_arrays(sim, env.robot, env.params)``; ``TransitionOut.extras`` (e.g. bundle counts) are
+passed through to ``StepOut.info["transition"]``. Install with ``env.transition = MyTransition(...)``
+(the runner does this when ``cfg.bcg.enabled``; see ``Trainer``).
 """
 
 from __future__ import annotations
@@ -328,6 +337,7 @@ class ImitationEnv:
                 "episode_len": self.episode_len.clone(),
                 "episode_return": self.episode_return.clone(),
                 "foot_force": out.foot_force.detach() if out.foot_force is not None else None,
+                "transition": out.extras,
             }
         self.last_action = action
         self.q, self.qd = q_next, qd_next

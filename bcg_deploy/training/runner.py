@@ -30,7 +30,7 @@ from bcg_deploy.robots import load_robot
 from bcg_deploy.training import checkpoint as ckpt_io
 from bcg_deploy.training.add import ADD
 from bcg_deploy.training.config import MotionCfg, TrainConfig, from_dict, to_dict
-from bcg_deploy.training.env import ImitationEnv
+from bcg_deploy.training.env import ImitationEnv, SimTransition, Transition
 from bcg_deploy.training.logger import MetricsLogger, plot_learning_curve
 from bcg_deploy.training.shac import SHAC
 
@@ -99,12 +99,11 @@ class Trainer:
         self.device = _device(cfg.runner.device)
         if cfg.runner.threads > 0:
             torch.set_num_threads(cfg.runner.threads)
-        if cfg.bcg.enabled:
-            raise BcgdError("bcg.enabled: Bundled Contact Gradients are not implemented yet (set bcg.enabled=false)")
         seed_everything(cfg.runner.seed)
         self.motion = motion if motion is not None else load_motion(cfg.motion, self.robot)
         dtype = torch.float64 if cfg.sim.dtype == "float64" else torch.float32
         self.env = ImitationEnv(cfg, self.robot, self.motion, sim=sim, device=self.device)
+        self.env.transition = build_transition(cfg, self.env)
         self.add = ADD(self.env.feature_dim, cfg.add).to(self.device, dtype)
         self.env.add = self.add
         self.shac = SHAC(cfg.shac, self.env.obs_dim, self.env.num_actions, cfg.env.num_envs).to(self.device, dtype)
@@ -308,6 +307,21 @@ class Trainer:
         except Exception as exc:  # noqa: BLE001 - a plot must never fail a run
             self._event("plot_failed", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         return TrainResult(self.run_dir, saved, self.iteration, self.last_metrics, self.events)
+
+
+def build_transition(cfg: TrainConfig, env: ImitationEnv) -> Transition:
+    """Plain SHAC physics, or ``bcg.BundledTransition(cfg.bcg, env)`` when ``cfg.bcg.enabled``."""
+    if not cfg.bcg.enabled:
+        return SimTransition(env.sim)
+    try:
+        from bcg_deploy.training.bcg import BundledTransition
+    except ModuleNotFoundError as exc:
+        if exc.name != "bcg_deploy.training.bcg":
+            raise
+        raise BcgdError(
+            "bcg.enabled: Bundled Contact Gradients are not implemented yet (set bcg.enabled=false)"
+        ) from None
+    return BundledTransition(cfg.bcg, env)
 
 
 def _optimizer_state(sd: dict) -> dict:
