@@ -98,3 +98,12 @@ def test_cli_train_writes_checkpoint(tmp_path):
     assert (tmp_path / "run.pt").exists() and "checkpoint" in r.output
     ck = ckpt_io.load_checkpoint(tmp_path / "run.pt")
     assert ck["config"]["runner"]["seed"] == 3 and ck["config"]["shac"]["horizon"] == 2
+
+
+def test_evaluate_checkpoint_is_seeded(full_run):
+    from bcg_deploy.training.evaluate import evaluate_checkpoint
+
+    a = evaluate_checkpoint(full_run.checkpoint, num_envs=2, steps=6, seed=5)
+    b = evaluate_checkpoint(full_run.checkpoint, num_envs=2, steps=6, seed=5)
+    assert a == b and a["iteration"] == 4 and a["tracking_error_cm"] > 0
+    assert 1 <= a["episode_length"] <= 6
