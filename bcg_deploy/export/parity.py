@@ -3,7 +3,8 @@
 Inputs (all float32, raw MuJoCo-convention state + time step):
 - every frame of the baked reference clip (the states the policy is meant to see),
 - noisy copies around them (position, orientation, joints, velocities, time step offsets that run
-  past both ends of the clip so the clamping is exercised, and some arbitrary orientations),
+  past both ends of the clip so the clamping is exercised, some fractional time steps, and some
+  arbitrary orientations),
 - the states of a short MuJoCo rollout of the torch policy itself (scene model, position actuators,
   the training physics dt), started from the clip's first frame.
 For the ``obs`` signature the observation module turns them into observations and the training noise
@@ -66,7 +67,7 @@ def noisy_states(base: StateSamples, count: int, rng: np.random.Generator) -> St
     q[:, 3:7] = quat / np.linalg.norm(quat, axis=1, keepdims=True)
     q[:, 7:] += rng.normal(0, 0.1, q[:, 7:].shape)
     qd += rng.normal(0, 0.3, qd.shape) * np.r_[np.ones(6), np.full(qd.shape[1] - 6, 3.0)]
-    t = base.t[i] + rng.integers(-4, 5, count)
+    t = base.t[i] + rng.integers(-4, 5, count) + (rng.random(count) < 0.2) * rng.random(count)  # some fractional
     return StateSamples(q, qd, t, {"noisy": count})
 
 
