@@ -15,6 +15,7 @@ API summary:
   required keys, motion arrays and, when ``robot`` is given, its identity. Every failure is a one-line
   ``BcgdError`` (missing file, truncated/corrupt file, unsafe pickle, missing key, other robot).
   The exporter passes ``required=EXPORT_KEYS``.
+- ``check_robot_identity(ckpt, robot, path)``: the robot check alone (name + model hash).
 - ``capture_rng(warp_seed=None) -> dict`` / ``restore_rng(state)``: torch, numpy, python RNG states.
 - ``motion_from_checkpoint(ckpt) -> Motion``: the clip back as a ``Motion`` (float64 numpy).
 
@@ -274,14 +275,19 @@ def load_checkpoint(
             raise BcgdError(f"checkpoint {path} lacks required key {key!r}")
     _check_nested(path, ckpt)
     if robot is not None:
-        want = robot.identity()
-        got = ckpt["robot"]
-        if got.get("name") != want["name"] or got.get("model_hash") != want["model_hash"]:
-            raise BcgdError(
-                f"checkpoint {path} is for robot {got.get('name')!r} (model {str(got.get('model_hash'))[:12]}), "
-                f"not {want['name']!r} (model {want['model_hash'][:12]})"
-            )
+        check_robot_identity(ckpt, robot, path)
     return ckpt
+
+
+def check_robot_identity(ckpt: Mapping[str, Any], robot: RobotSpec, path: str | os.PathLike = "checkpoint") -> None:
+    """One-line ``BcgdError`` unless the checkpoint's robot name and model hash are ``robot``'s."""
+    want = robot.identity()
+    got = ckpt["robot"]
+    if got.get("name") != want["name"] or got.get("model_hash") != want["model_hash"]:
+        raise BcgdError(
+            f"checkpoint {path} is for robot {got.get('name')!r} (model {str(got.get('model_hash'))[:12]}), "
+            f"not {want['name']!r} (model {want['model_hash'][:12]})"
+        )
 
 
 def _check_nested(path: Path, ckpt: dict) -> None:
