@@ -6,6 +6,7 @@ one-line ``error:`` message and exit code 2, never a traceback.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -38,10 +39,30 @@ def _register() -> None:
                 raise
 
 
+def _fail(message: str) -> None:
+    err_console.print("[bold red]error:[/] ", end="", highlight=False)
+    err_console.print(message, markup=False, highlight=False, soft_wrap=True)
+    sys.exit(2)
+
+
+def _import_mujoco() -> None:
+    """Import MuJoCo up front so that a broken ``MUJOCO_GL`` set-up is one clear line, not a traceback."""
+    try:
+        import mujoco  # noqa: F401
+    except Exception as exc:  # mujoco raises AttributeError/RuntimeError/ImportError for GL problems
+        gl = os.environ.get("MUJOCO_GL")
+        if gl is None:
+            raise
+        _fail(
+            f"MuJoCo cannot start with MUJOCO_GL={gl} ({type(exc).__name__}: {exc}); install the GL library "
+            "(apt-get install libegl1 for egl, libosmesa6 for osmesa) or unset MUJOCO_GL"
+        )
+
+
 def main() -> None:
+    _import_mujoco()
     _register()
     try:
         app()
     except BcgdError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        sys.exit(2)
+        _fail(str(exc))
