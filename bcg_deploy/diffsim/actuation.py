@@ -50,7 +50,9 @@ def build(t: Types) -> SimpleNamespace:
         """PD torques (N m), the smooth force and the implicit damping (``damping_dt`` = dt for implicit
         damping, 0 for explicit); gains/limits are [*, NU], q_target and qfrc_applied [*, NU] / [*, NV]
         (row ``e % rows``)."""
-        pe = e % act_kp.shape[0]
+        pkp = e % act_kp.shape[0]
+        pkd = e % act_kd.shape[0]
+        pef = e % act_effort.shape[0]
         pt = e % q_target_in.shape[0]
         pa = e % qfrc_applied_in.shape[0]
         for i in range(dof_actid.shape[0]):
@@ -58,12 +60,12 @@ def build(t: Types) -> SimpleNamespace:
             tau = S(0.0)
             damping = S(0.0)
             if a >= 0:
-                lim = act_effort[pe, a]
+                lim = act_effort[pef, a]
                 err = q_target_in[pt, a] - q_mid_in[e, act_qposadr[a]]
-                raw = act_kp[pe, a] * err - act_kd[pe, a] * qd_in[e, i]
+                raw = act_kp[pkp, a] * err - act_kd[pkd, a] * qd_in[e, i]
                 tau = wp.clamp(raw, -lim, lim)
                 if wp.abs(raw) < lim:
-                    damping = damping_dt * act_kd[pe, a]
+                    damping = damping_dt * act_kd[pkd, a]
             qfrc_actuator_out[e, i] = tau
             dof_damping_out[e, i] = damping
             qfrc_smooth_out[e, i] = tau + qfrc_applied_in[pa, i] - qfrc_bias_in[e, i]

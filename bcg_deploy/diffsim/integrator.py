@@ -1,17 +1,17 @@
 """Moreau midpoint stepping: the per-substep kernels and the recorded launch sequence of a control step.
 
-One physics substep (METHOD.md section 2), per env:
-  1. ``smooth``    q_mid = q + (dt/2) qd; at q_mid: kinematics, cinert, cdof, RNE bias (with qd),
-                   PD torques; CRB mass matrix (+ armature, + dt kd if implicit PD damping);
-                   qfrc_smooth = tau - bias.                                              [Warp autodiff]
-  2. ``factor``    qLD = L^T D L of qM.                                                   [forward only]
-  -- contact stage slot: reads xpos/xquat/cdof/ref_pos/qLD/qfrc_smooth/qd of the substep and writes
-     qfrc_impulse = Jc^T p (N s); its adjoint must add into the adjoints of what it read. --
-  3. ``solve``     dqd = M^-1 (dt qfrc_smooth + qfrc_impulse); qd+ = qd + dqd.            [hand adjoint]
-  4. ``integrate`` q+ = q + dt (qd + qd+)/2; the free quaternion rotates by the averaged local angular
-                   velocity and is renormalised.                                         [Warp autodiff]
-Launches are recorded once per ``StepData`` (``wp.launch(record_cmd=True)``) and replayed: the adjoint
-commands form the tape of the control step, replayed in reverse by the torch bridge.
+One physics substep (METHOD.md section 2) is two kernels, one thread per env:
+  ``smooth_kernel``  q_mid = q + (dt/2) qd; at q_mid: kinematics, cinert, cdof, RNE bias (with qd),
+                     PD torques, CRB mass matrix (+ armature, + dt kd if implicit PD damping),
+                     qfrc_smooth = tau - bias                                           [Warp autodiff]
+                     and qLD = L^T D L of qM                                             [forward only]
+  -- contact stage slot: kernels that read xpos/xquat/cdof/ref_pos/qLD/qfrc_smooth/qd of the substep and
+     write qfrc_impulse = Jc^T p (N s); their adjoints add into the adjoints of what they read. --
+  ``update_kernel``  dqd = M^-1 (dt qfrc_smooth + qfrc_impulse), qd+ = qd + dqd         [hand adjoint]
+                     q+ = q + dt (qd + qd+)/2, the free quaternion rotated by the averaged local
+                     angular velocity and renormalised                                   [Warp autodiff]
+Launches are recorded once per ``StepData`` (``wp.launch(record_cmd=True)``); the adjoint launches, in
+reverse order, are the tape of the control step. The simulator replays both (on CPU as captured graphs).
 """
 
 # No ``from __future__ import annotations``: Warp reads the (closure) type annotations at definition.
@@ -27,12 +27,14 @@ from bcg_deploy.diffsim import kinematics as dkin
 from bcg_deploy.diffsim import math as dmath
 from bcg_deploy.diffsim import rne as drne
 from bcg_deploy.diffsim import solve as dsolve
+from bcg_deploy.diffsim.tape import Recorder, keep_outputs_on_replay
 from bcg_deploy.diffsim.types import JNT_FREE, JNT_HINGE, Model, StepData, Types
 
 
 @cache
-def build(t: Types, max_children: int) -> SimpleNamespace:
-    """All kernels of precision ``t`` (one Warp module, compiled once)."""
+def build(t: Types, max_children: int, tree: tuple) -> SimpleNamespace:
+    """All kernels of precision ``t`` for a model with ``max_children`` and mass-matrix sparsity ``tree``
+    (``solve.tree_key``); one Warp module, compiled once."""
     S, vec3, vec6, vec10, quat = t.scalar, t.vec3, t.vec6, t.vec10, t.quat
     mod = dmath.module_name(t)
     kin = dkin.build(t)
@@ -40,10 +42,14 @@ def build(t: Types, max_children: int) -> SimpleNamespace:
     rn = drne.build(t, max_children)
     act = dact.build(t)
     quat_integrate = dmath.build(t).quat_integrate
+    native = dsolve.build_native(t, tree)
+    factor, solve_velocity = native.factor, native.solve_velocity
     midpoint, kinematics, com_vel, rne = kin.midpoint, kin.kinematics, rn.com_vel, rn.rne
     crb, mass_matrix, actuation = inr.crb, inr.mass_matrix, act.actuation
     FREE = wp.constant(JNT_FREE)
     HINGE = wp.constant(JNT_HINGE)
+    for fn in (midpoint, kinematics, com_vel, rne, crb, mass_matrix, actuation):
+        keep_outputs_on_replay(fn)
 
     @wp.kernel(module=mod)
     def smooth_kernel(
@@ -97,6 +103,7 @@ def build(t: Types, max_children: int) -> SimpleNamespace:
         qfrc_actuator_out: wp.array2d(dtype=S),
         qfrc_smooth_out: wp.array2d(dtype=S),
         dof_damping_out: wp.array2d(dtype=S),
+        qLD_out: wp.array2d(dtype=S),
     ):
         e = wp.tid()
         midpoint(body_jnttype, body_qposadr, body_dofadr, e, q_in, qd_in, h, q_mid_out, ref_pos_out)
@@ -119,9 +126,10 @@ def build(t: Types, max_children: int) -> SimpleNamespace:
         mass_matrix(
             dof_bodyid, dof_Madr, dof_Mnum, M_colind, dof_armature, e, cdof_out, crb_out, dof_damping_out, qM_out
         )
+        factor(qM_out, e, qLD_out)
 
     @wp.kernel(module=mod)
-    def integrate_kernel(
+    def update_kernel(
         # Model:
         body_jnttype: wp.array(dtype=int),
         body_qposadr: wp.array(dtype=int),
@@ -129,13 +137,20 @@ def build(t: Types, max_children: int) -> SimpleNamespace:
         # Data in:
         q_in: wp.array2d(dtype=S),
         qd_in: wp.array2d(dtype=S),
-        qd_next_in: wp.array2d(dtype=S),
+        qLD_in: wp.array2d(dtype=S),
+        qM_in: wp.array2d(dtype=S),
+        qfrc_smooth_in: wp.array2d(dtype=S),
+        qfrc_impulse_in: wp.array2d(dtype=S),
         dt: S,
         # Data out:
+        dqd_out: wp.array2d(dtype=S),
+        qd_out: wp.array2d(dtype=S),
         q_out: wp.array2d(dtype=S),
     ):
-        """q+ = q + dt (qd + qd+)/2 (free joint: world-frame position, local angular velocity)."""
+        """qd+ = qd + M^-1 (dt qfrc_smooth + qfrc_impulse); q+ = q + dt (qd + qd+)/2 (free joint:
+        world-frame position, quaternion rotated by the averaged LOCAL angular velocity, renormalised)."""
         e = wp.tid()
+        solve_velocity(qLD_in, qM_in, qfrc_smooth_in, qfrc_impulse_in, qd_in, dt, e, dqd_out, qd_out)
         half = S(0.5)
         for b in range(1, body_jnttype.shape[0]):
             jt = body_jnttype[b]
@@ -143,11 +158,11 @@ def build(t: Types, max_children: int) -> SimpleNamespace:
             d = body_dofadr[b]
             if jt == FREE:
                 for i in range(3):
-                    q_out[e, a + i] = q_in[e, a + i] + dt * half * (qd_in[e, d + i] + qd_next_in[e, d + i])
+                    q_out[e, a + i] = q_in[e, a + i] + dt * half * (qd_in[e, d + i] + qd_out[e, d + i])
                 w = half * vec3(
-                    qd_in[e, d + 3] + qd_next_in[e, d + 3],
-                    qd_in[e, d + 4] + qd_next_in[e, d + 4],
-                    qd_in[e, d + 5] + qd_next_in[e, d + 5],
+                    qd_in[e, d + 3] + qd_out[e, d + 3],
+                    qd_in[e, d + 4] + qd_out[e, d + 4],
+                    qd_in[e, d + 5] + qd_out[e, d + 5],
                 )
                 rot = wp.normalize(quat(q_in[e, a + 4], q_in[e, a + 5], q_in[e, a + 6], q_in[e, a + 3]))
                 rot = wp.normalize(quat_integrate(rot, w, dt))
@@ -156,37 +171,9 @@ def build(t: Types, max_children: int) -> SimpleNamespace:
                 q_out[e, a + 5] = rot[1]
                 q_out[e, a + 6] = rot[2]
             elif jt == HINGE:
-                q_out[e, a] = q_in[e, a] + dt * half * (qd_in[e, d] + qd_next_in[e, d])
+                q_out[e, a] = q_in[e, a] + dt * half * (qd_in[e, d] + qd_out[e, d])
 
-    sol = dsolve.build(t)
-    return SimpleNamespace(
-        smooth_kernel=smooth_kernel,
-        integrate_kernel=integrate_kernel,
-        factor_kernel=sol.factor_kernel,
-        solve_velocity_kernel=sol.solve_velocity_kernel,
-        solve_velocity_adjoint_kernel=sol.solve_velocity_adjoint_kernel,
-    )
-
-
-def launch_cmd(kernel, dim, inputs, outputs, device, adj_inputs=None, adj_outputs=None):
-    """A recorded launch (``wp.Launch``) of ``kernel``; the adjoint launch when adjoints are given.
-
-    In ``adj_inputs``, ``None`` stands for "no adjoint" and is replaced by a zero of the argument's type
-    for non-array arguments (scalars, vectors)."""
-    if adj_inputs is None:
-        return wp.launch(kernel, dim, inputs=inputs, outputs=outputs, device=device, record_cmd=True)
-    adj_inputs = [
-        _zero_like(x) if a is None and not isinstance(x, wp.array) else a
-        for x, a in zip(inputs, adj_inputs, strict=True)
-    ]
-    return wp.launch(
-        kernel, dim, inputs=inputs, outputs=outputs, adj_inputs=adj_inputs, adj_outputs=adj_outputs,
-        adjoint=True, device=device, record_cmd=True,
-    )  # fmt: skip
-
-
-def _zero_like(x):
-    return type(x)()
+    return SimpleNamespace(smooth_kernel=smooth_kernel, update_kernel=update_kernel)
 
 
 def _model_args(m: Model) -> list:
@@ -200,27 +187,8 @@ def _model_args(m: Model) -> list:
 
 _SMOOTH_OUT = (
     "q_mid", "ref_pos", "xpos", "xquat", "cinert", "cdof", "cvel", "cdof_dot", "cacc", "cfrc_body", "cfrc", "crb",
-    "qM", "qfrc_bias", "qfrc_actuator", "qfrc_smooth", "dof_damping",
+    "qM", "qfrc_bias", "qfrc_actuator", "qfrc_smooth", "dof_damping", "qLD",
 )  # fmt: skip
-
-
-class Recorder:
-    """Records a forward launch and (optionally) its adjoint, mapping each array to its adjoint."""
-
-    def __init__(self, device: str, dim: int, grads: dict | None):
-        self.device, self.dim, self.grads = device, dim, grads
-        self.fwd: list = []
-        self.adj: list = []
-
-    def add(self, kernel, inputs: list, outputs: list, adj_inputs: list | None = None, adj_outputs=None):
-        self.fwd.append(launch_cmd(kernel, self.dim, inputs, outputs, self.device))
-        if adj_inputs is not None:
-            self.adj.append(launch_cmd(kernel, self.dim, inputs, outputs, self.device, adj_inputs, adj_outputs))
-
-    def add_custom(self, fwd_cmd, adj_cmd) -> None:
-        self.fwd.append(fwd_cmd)
-        if adj_cmd is not None:
-            self.adj.append(adj_cmd)
 
 
 def record_substep(
@@ -243,7 +211,7 @@ def record_substep(
     ``implicit_damping`` adds dt kd of the unsaturated PD joints to M (see ``actuation``).
     """
     S = m.types.scalar
-    g = d.grads if rec.grads is not None else None
+    g = d.grads if rec.grad else None
     margs = _model_args(m)
     if gains is not None:
         margs[20:23] = list(gains)
@@ -254,28 +222,15 @@ def record_substep(
         rec.add(k.smooth_kernel, margs + ins, outs)
     else:
         adj_ins = [None] * len(margs) + [g["q"][s], g["qd"][s], g["q_target"], None, None, None]
-        rec.add(k.smooth_kernel, margs + ins, outs, adj_ins, [g[n][s] for n in _SMOOTH_OUT])
-    rec.add(k.factor_kernel, [m.dof_Madr, m.dof_Mnum, m.M_colind, d.qM[s]], [d.qLD[s]])
-    idx = [m.dof_Madr, m.dof_Mnum, m.M_colind]
-    fwd = launch_cmd(
-        k.solve_velocity_kernel, rec.dim,
-        idx + [d.qLD[s], d.qfrc_smooth[s], qfrc_impulse, d.qd[s], S(dt)], [d.dqd[s], d.qd[s + 1]], m.device,
-    )  # fmt: skip
-    adj = None
-    if g is not None:
-        no_imp = wp.empty((0, m.nv), dtype=S, device=m.device)
-        adj = launch_cmd(
-            k.solve_velocity_adjoint_kernel, rec.dim,
-            idx + [d.qLD[s], d.dqd[s], g["dqd"][s], g["qd"][s + 1], S(dt)],
-            [d.adj_rhs[s], g["qd"][s], g["qfrc_smooth"][s], no_imp, g["qM"][s]], m.device,
-        )  # fmt: skip
-    rec.add_custom(fwd, adj)
-    iargs = [m.body_jnttype, m.body_qposadr, m.body_dofadr, d.q[s], d.qd[s], d.qd[s + 1], S(dt)]
+        rec.add(k.smooth_kernel, margs + ins, outs, adj_ins, [g[n][s] if n in g else None for n in _SMOOTH_OUT])
+    uargs = [m.body_jnttype, m.body_qposadr, m.body_dofadr, d.q[s], d.qd[s], d.qLD[s], d.qM[s]]
+    uargs += [d.qfrc_smooth[s], qfrc_impulse, S(dt)]
+    uouts = [d.dqd[s], d.qd[s + 1], d.q[s + 1]]
     if g is None:
-        rec.add(k.integrate_kernel, iargs, [d.q[s + 1]])
+        rec.add(k.update_kernel, uargs, uouts)
     else:
-        adj_ins = [None, None, None, g["q"][s], g["qd"][s], g["qd"][s + 1], None]
-        rec.add(k.integrate_kernel, iargs, [d.q[s + 1]], adj_ins, [g["q"][s + 1]])
+        adj_ins = [None, None, None, g["q"][s], g["qd"][s], None, g["qM"][s], g["qfrc_smooth"][s], None, None]
+        rec.add(k.update_kernel, uargs, uouts, adj_ins, [g["dqd"][s], g["qd"][s + 1], g["q"][s + 1]])
 
 
 def record_step(
@@ -283,7 +238,7 @@ def record_step(
 ):
     """Record all substeps of ``d``: fills ``d.fwd_cmds`` and (if ``grad``) ``d.adj_cmds`` in reverse order."""
     substeps = d.q.shape[0] - 1
-    rec = Recorder(m.device, d.q.shape[1], d.grads if grad else None)
+    rec = Recorder(m.device, d.q.shape[1], grad)
     for s in range(substeps):
         record_substep(m, k, d, s, dt, rec, qfrc_applied, qfrc_impulse, implicit_damping=implicit_damping)
     d.fwd_cmds = rec.fwd

@@ -95,7 +95,10 @@ def build(t: Types) -> SimpleNamespace:
         """Body frames (origin relative to ref_pos; world orientation), body spatial inertias about
         ref_pos and dof motion axes (MuJoCo cdof: free translations along world axes, free rotations
         about the body's local axes through its origin, hinges about their world axis and anchor)."""
-        pe = e % body_mass.shape[0]
+        pm = e % body_mass.shape[0]
+        pp = e % body_ipos.shape[0]
+        pq = e % body_iquat.shape[0]
+        pi = e % body_inertia.shape[0]
         zero3 = vec3(S(0.0), S(0.0), S(0.0))
         xpos_out[e, 0] = -ref_pos_in[e]
         xquat_out[e, 0] = quat(S(0.0), S(0.0), S(0.0), S(1.0))
@@ -125,8 +128,8 @@ def build(t: Types) -> SimpleNamespace:
                 cdof_out[e, d] = spatial(ax, wp.cross(anchor, ax))
             xpos_out[e, b] = pos
             xquat_out[e, b] = rot
-            com = pos + wp.quat_rotate(rot, body_ipos[pe, b])
-            irot = wp.quat_to_matrix(rot * body_iquat[pe, b])
-            cinert_out[e, b] = spatial_inertia(body_mass[pe, b], com, irot, body_inertia[pe, b])
+            com = pos + wp.quat_rotate(rot, body_ipos[pp, b])
+            irot = wp.quat_to_matrix(rot * body_iquat[pq, b])
+            cinert_out[e, b] = spatial_inertia(body_mass[pm, b], com, irot, body_inertia[pi, b])
 
     return SimpleNamespace(midpoint=midpoint, kinematics=kinematics)

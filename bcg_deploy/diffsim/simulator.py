@@ -21,6 +21,8 @@ import warp as wp
 
 from bcg_deploy.diffsim import integrator
 from bcg_deploy.diffsim.io import make_step_data, put_model
+from bcg_deploy.diffsim.solve import tree_key
+from bcg_deploy.diffsim.tape import Recorder
 from bcg_deploy.diffsim.types import Model, StepData, types_for
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.robots.spec import RobotSpec
@@ -41,6 +43,8 @@ class SimConfig:
             or "implicit" (the kd term acts on the new velocity: dt kd is added to M's diagonal for the
             unsaturated joints, as MuJoCo's implicitfast does). Contact solves use the same M.
         max_idle_buffers: per-step buffer sets kept for reuse after their autograd graph is freed.
+        graphs: on CPU, replay each step's launches as a captured Warp graph (APIC; cuts the per-launch
+            Python cost, which dominates for small E). CUDA uses the recorded launches.
     """
 
     num_envs: int = 1
@@ -51,6 +55,7 @@ class SimConfig:
     gravity: bool = True
     pd_damping: str = "explicit"
     max_idle_buffers: int = 64
+    graphs: bool = True
 
 
 @dataclass
@@ -102,12 +107,13 @@ class Simulator:
         self.torch_device = torch.device(self.device)
         self.mjm = robot.load_model(scene=False)
         self.model: Model = put_model(self.mjm, robot, self.types, self.device, cfg.gravity)
-        self.kernels = integrator.build(self.types, self.model.max_children)
+        self.kernels = integrator.build(self.types, self.model.max_children, tree_key(self.model.host))
         self.nq, self.nv, self.nu = self.model.nq, self.model.nv, self.model.nu
         S = self.types.scalar
         self._zero_frc = wp.zeros((1, self.nv), dtype=S, device=self.device)
         self._zero_gains = tuple(wp.zeros((1, self.nu), dtype=S, device=self.device) for _ in range(3))
         self._pool: list[StepData] = []
+        self._live = 0
         self._generation = 0
         self._nograd_data: StepData | None = None
         self._eval_data: dict[int, StepData] = {}
@@ -126,6 +132,11 @@ class Simulator:
     @property
     def control_dt(self) -> float:
         return self.cfg.physics_dt * self.cfg.substeps
+
+    @property
+    def live_steps(self) -> int:
+        """Control steps whose buffers are held by live autograd graphs (freed with the graph)."""
+        return self._live
 
     def step(self, q: torch.Tensor, qd: torch.Tensor, q_target: torch.Tensor) -> SimState:
         """One control step (``substeps`` x ``physics_dt``) with PD targets held; differentiable in all inputs.
@@ -216,7 +227,23 @@ class Simulator:
             self.model, self.kernels, d, self.cfg.physics_dt, self._zero_frc, self._zero_frc, grad,
             implicit_damping=self.cfg.pd_damping == "implicit",
         )  # fmt: skip
+        self._capture(d)
         return d
+
+    def _capture(self, d: StepData) -> None:
+        """Replace the command lists by captured graphs (CPU only; running them once is harmless)."""
+        if not (self.cfg.graphs and self.torch_device.type == "cpu"):
+            return
+        for name in ("fwd_cmds", "adj_cmds"):
+            cmds = getattr(d, name)
+            if cmds:
+                wp.capture_begin(device=self.device)
+                try:
+                    for cmd in cmds:
+                        cmd.launch()
+                finally:
+                    graph = wp.capture_end(device=self.device)
+                setattr(d, name, [_GraphLaunch(graph)])
 
     def _nograd(self) -> StepData:
         if self._nograd_data is None:
@@ -225,9 +252,11 @@ class Simulator:
 
     def _acquire(self) -> _Lease:
         d = self._pool.pop() if self._pool else self._new_data(self.cfg.num_envs, self.cfg.substeps, grad=True)
+        self._live += 1
         return _Lease(self, d, self._generation)
 
     def _give_back(self, d: StepData, generation: int) -> None:
+        self._live -= 1
         if generation == self._generation and len(self._pool) < self.cfg.max_idle_buffers:
             self._pool.append(d)
 
@@ -246,7 +275,7 @@ class Simulator:
             cmd.launch(stream)
 
     def _backward(self, d: StepData, grad_q, grad_qd):
-        d.grad_buffer.zero_()
+        d.grad_flat.zero_()
         gv = d.grad_views
         if grad_q is not None:
             gv["q"][-1].copy_(grad_q)
@@ -263,11 +292,12 @@ class Simulator:
             m = self.model
             d = make_step_data(m, batch, 1)
             d.qfrc_applied = wp.zeros((batch, self.nv), dtype=self.types.scalar, device=self.device)
-            rec = integrator.Recorder(self.device, batch, None)
+            rec = Recorder(self.device, batch, grad=False)
             integrator.record_substep(
                 m, self.kernels, d, 0, 1.0, rec, d.qfrc_applied, self._zero_frc, gains=self._zero_gains, h=0.0
             )
             d.fwd_cmds = rec.fwd
+            self._capture(d)
             self._eval_data[batch] = d
         return d
 
@@ -284,6 +314,16 @@ class Simulator:
         M[:, self._M_rows, self._M_cols] = qM
         M[:, self._M_cols, self._M_rows] = qM
         return {"M": M, "bias": d.views["qfrc_bias"][0].clone(), "qacc": d.views["dqd"][0].clone()}
+
+
+class _GraphLaunch:
+    """A captured graph with the ``launch(stream)`` interface of a recorded command."""
+
+    def __init__(self, graph):
+        self.graph = graph
+
+    def launch(self, stream=None) -> None:
+        wp.capture_launch(self.graph)
 
 
 class _StepFunction(torch.autograd.Function):

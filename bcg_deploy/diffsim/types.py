@@ -154,7 +154,8 @@ class StepData:
     views: dict  # name -> torch view of the same memory as arrays[name] (scalar components last)
     grad_views: dict  # name -> torch view of grads[name]
     fwd_buffer: torch.Tensor  # flat storage of all forward arrays
-    grad_buffer: torch.Tensor  # flat storage of all adjoints (zeroed by one call)
+    grad_buffer: torch.Tensor  # flat storage of all adjoints
+    grad_flat: wp.array  # the same memory as a Warp array: ``grad_flat.zero_()`` resets all adjoints
     fwd_cmds: list  # recorded Warp launches of the forward pass, in order
     adj_cmds: list  # recorded adjoint launches, already in reverse order
 

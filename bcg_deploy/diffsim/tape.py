@@ -1,0 +1,62 @@
+"""The step's tape: recorded forward/adjoint Warp launches, and empty replays for array-writing stages.
+
+Warp's backward of a kernel first replays its forward, then runs the adjoints in reverse. Every stage
+function here writes all of its results to arrays that nothing overwrites before the backward pass
+(each substep owns its arrays), so replaying it would only recompute what is already stored:
+``keep_outputs_on_replay`` registers an empty replay for such a function (``wp.func_replay``). The
+function's own adjoint still recomputes its local values, so gradients are unchanged.
+"""
+
+from __future__ import annotations
+
+import inspect
+import linecache
+
+import warp as wp
+
+
+def keep_outputs_on_replay(func) -> None:
+    """Give the Warp function ``func`` (which returns nothing and writes only arrays) an empty replay."""
+    py = func.func
+    names = list(inspect.signature(py).parameters)
+    name = f"replay_{py.__name__}"
+    src = f"def {name}({', '.join(names)}):\n    pass\n"
+    # Warp parses the replay's source: keep it where ``inspect`` finds it.
+    filename = f"<bcg_diffsim replay {py.__qualname__} {id(py)}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    namespace: dict = {}
+    exec(compile(src, filename, "exec"), namespace)
+    replay = namespace[name]
+    replay.__annotations__ = dict(py.__annotations__)
+    replay.__module__ = py.__module__
+    wp.func_replay(func)(replay)
+
+
+def launch_cmd(kernel, dim, inputs, outputs, device, adj_inputs=None, adj_outputs=None) -> wp.Launch:
+    """A recorded launch (``wp.Launch``) of ``kernel``; the adjoint launch when adjoints are given.
+
+    In ``adj_inputs``, ``None`` stands for "no adjoint" and is replaced by a zero of the argument's type
+    for non-array arguments (scalars, vectors)."""
+    if adj_inputs is None:
+        return wp.launch(kernel, dim, inputs=inputs, outputs=outputs, device=device, record_cmd=True)
+    adj_inputs = [
+        type(x)() if a is None and not isinstance(x, wp.array) else a for x, a in zip(inputs, adj_inputs, strict=True)
+    ]
+    return wp.launch(
+        kernel, dim, inputs=inputs, outputs=outputs, adj_inputs=adj_inputs, adj_outputs=adj_outputs,
+        adjoint=True, device=device, record_cmd=True,
+    )  # fmt: skip
+
+
+class Recorder:
+    """Collects forward launches and (when ``grad``) their adjoint launches, in launch order."""
+
+    def __init__(self, device: str, dim: int, grad: bool):
+        self.device, self.dim, self.grad = device, dim, grad
+        self.fwd: list = []
+        self.adj: list = []
+
+    def add(self, kernel, inputs: list, outputs: list, adj_inputs: list | None = None, adj_outputs=None) -> None:
+        self.fwd.append(launch_cmd(kernel, self.dim, inputs, outputs, self.device))
+        if self.grad:
+            self.adj.append(launch_cmd(kernel, self.dim, inputs, outputs, self.device, adj_inputs, adj_outputs))

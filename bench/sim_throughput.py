@@ -1,0 +1,175 @@
+"""Throughput of the differentiable simulator beside MuJoCo's own C step, measured in the same run.
+
+    python bench/sim_throughput.py [--sizes 1 16 256] [--device cpu] [--out bench/results/sim_throughput.json]
+
+Figures are env-substeps per second (one physics step of one env). Ours: ``Simulator.step`` (4
+substeps per call) without gradient ("forward"), and with a backward pass through a window of
+chained control steps ("forward+backward", the time of both passes). MuJoCo: ``mujoco.rollout``
+(one thread) of the same MJCF without floor, contacts and constraints disabled, with its position
+actuators (the PD) held at the default pose. Our CPU kernels run one thread, so both are per core.
+Each figure is the best of ``--repeats`` timings (other processes share the machine); the median is
+recorded too. Writes JSON with the ratios; prints ``name.metric: value`` lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import torch
+import warp as wp
+from mujoco import rollout
+
+from bcg_deploy.diffsim import SimConfig, Simulator
+from bcg_deploy.robots import load_robot
+
+
+def _timeit(fn, repeats: int) -> tuple[float, float]:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times), statistics.median(times)
+
+
+def _initial_state(robot, num_envs: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    q = np.zeros((num_envs, 36))
+    q[:, :3] = robot.default_root_pos
+    q[:, 3] = 1.0
+    q[:, 7:] = robot.default_joint_pos + rng.uniform(-0.1, 0.1, (num_envs, 29))
+    qd = rng.uniform(-0.5, 0.5, (num_envs, 35))
+    return q, qd
+
+
+def bench_mujoco(robot, num_envs: int, steps: int, repeats: int) -> dict:
+    m = robot.load_model(scene=False)
+    m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT | mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
+    d = mujoco.MjData(m)
+    q, qd = _initial_state(robot, num_envs)
+    spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+    state0 = np.zeros((num_envs, mujoco.mj_stateSize(m, spec)))
+    for e in range(num_envs):
+        d.qpos[:], d.qvel[:], d.time = q[e], qd[e], 0.0
+        mujoco.mj_getState(m, d, state0[e], spec)
+    ctrl = np.tile(robot.default_joint_pos, (num_envs, 1, 1))
+    out = np.zeros((num_envs, steps, state0.shape[1]))
+
+    def run():
+        rollout.rollout(m, d, state0, ctrl, nstep=steps, state=out)
+
+    run()
+    best, med = _timeit(run, repeats)
+    n = num_envs * steps
+    return {"env_substeps_per_s": n / best, "env_substeps_per_s_median": n / med, "integrator": int(m.opt.integrator)}
+
+
+def bench_ours(robot, num_envs: int, device: str, dtype: str, control_steps: int, window: int, repeats: int) -> dict:
+    cfg = SimConfig(num_envs=num_envs, device=device, dtype=dtype)
+    sim = Simulator(robot, cfg)
+    q0, qd0 = _initial_state(robot, num_envs)
+    tdev, tdt = sim.torch_device, sim.types.torch_dtype
+    q0, qd0 = torch.tensor(q0, dtype=tdt, device=tdev), torch.tensor(qd0, dtype=tdt, device=tdev)
+    target = torch.tensor(robot.default_joint_pos, dtype=tdt, device=tdev).expand(num_envs, -1).contiguous()
+
+    def sync():
+        if tdev.type == "cuda":
+            torch.cuda.synchronize(tdev)
+
+    def forward():
+        with torch.no_grad():
+            q, qd = q0, qd0
+            for _ in range(control_steps):
+                s = sim.step(q, qd, target)
+                q, qd = s.q, s.qd
+        sync()
+
+    action = torch.zeros(num_envs, 29, dtype=tdt, device=tdev, requires_grad=True)
+
+    def forward_backward():
+        for _ in range(control_steps // window):
+            q, qd = q0, qd0
+            for _ in range(window):
+                s = sim.step(q, qd, target + action)
+                q, qd = s.q, s.qd
+            (q.square().sum() + qd.square().sum()).backward()
+        sync()
+
+    forward()
+    forward_backward()
+    fwd_best, fwd_med = _timeit(forward, repeats)
+    fb_best, fb_med = _timeit(forward_backward, repeats)
+    n = num_envs * cfg.substeps * control_steps
+    n_fb = num_envs * cfg.substeps * (control_steps // window) * window
+    return {
+        "forward_env_substeps_per_s": n / fwd_best,
+        "forward_env_substeps_per_s_median": n / fwd_med,
+        "forward_backward_env_substeps_per_s": n_fb / fb_best,
+        "forward_backward_env_substeps_per_s_median": n_fb / fb_med,
+        "us_per_env_substep_forward": 1e6 * fwd_best / n,
+        "us_per_env_substep_forward_backward": 1e6 * fb_best / n_fb,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", type=int, nargs="*", default=None, help="env counts (default 1 16 256; + 4096 on cuda)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--env-substeps", type=int, default=40000, help="work per timing (env-substeps)")
+    p.add_argument("--window", type=int, default=8, help="control steps per backward window")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "sim_throughput.json"))
+    args = p.parse_args()
+    wp.config.quiet = True
+    robot = load_robot("g1")
+    sizes = args.sizes or ([1, 16, 256] + ([4096] if args.device.startswith("cuda") else []))
+    results = []
+    for num_envs in sizes:
+        control_steps = max(args.window, args.env_substeps // (4 * num_envs) // args.window * args.window)
+        ours = bench_ours(robot, num_envs, args.device, args.dtype, control_steps, args.window, args.repeats)
+        mj = bench_mujoco(robot, num_envs, max(16, args.env_substeps // num_envs), args.repeats)
+        row = {
+            "num_envs": num_envs,
+            "control_steps": control_steps,
+            "ours": ours,
+            "mujoco": mj,
+            "ratio_forward_vs_mujoco": ours["forward_env_substeps_per_s"] / mj["env_substeps_per_s"],
+            "ratio_forward_backward_time_vs_forward": ours["forward_env_substeps_per_s"]
+            / ours["forward_backward_env_substeps_per_s"],
+        }
+        results.append(row)
+        for k in ("forward_env_substeps_per_s", "forward_backward_env_substeps_per_s"):
+            print(f"E{num_envs}.ours.{k}: {ours[k]:.0f}")
+        print(f"E{num_envs}.mujoco.env_substeps_per_s: {mj['env_substeps_per_s']:.0f}")
+        print(f"E{num_envs}.ratio_forward_vs_mujoco: {row['ratio_forward_vs_mujoco']:.2f}")
+        print(
+            f"E{num_envs}.ratio_forward_backward_time_vs_forward: {row['ratio_forward_backward_time_vs_forward']:.2f}"
+        )
+    report = {
+        "device": args.device,
+        "dtype": args.dtype,
+        "window": args.window,
+        "repeats": args.repeats,
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "processor": platform.processor()},
+        "versions": {"warp": wp.__version__, "mujoco": mujoco.__version__, "torch": torch.__version__},
+        "results": results,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(report, indent=2))
+    os.replace(tmp, out)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""One control step against a Moreau-midpoint oracle built on MuJoCo C; API contract of ``step``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bcg_deploy.errors import BcgdError
+from tests.diffsim.util import get_sim, mj_model, moreau_oracle, random_states, random_targets, t64
+
+E = 6
+
+
+@pytest.mark.parametrize("pd_damping", ["explicit", "implicit"])
+def test_control_step_matches_oracle(pd_damping):
+    sim = get_sim("float64", num_envs=E, pd_damping=pd_damping)
+    q, qd = random_states(E, seed=21)
+    qt = random_targets(q, seed=22)
+    state = sim.step(t64(q), t64(qd), t64(qt))
+    m = mj_model()
+    for e in range(E):
+        q_ref, qd_ref = moreau_oracle(m, q[e], qd[e], qt[e], 0.005, 4, implicit_damping=pd_damping == "implicit")
+        np.testing.assert_allclose(state.q[e].numpy(), q_ref, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(state.qd[e].numpy(), qd_ref, rtol=1e-10, atol=1e-9)
+
+
+def test_saturated_pd_is_clamped():
+    """Targets far away saturate every joint: the step must equal the oracle with clamped torques."""
+    sim = get_sim("float64", num_envs=E)
+    q, qd = random_states(E, seed=23)
+    qt = q[:, 7:] + np.sign(np.random.default_rng(24).normal(size=(E, 29))) * 3.0
+    state = sim.step(t64(q), t64(qd), t64(qt))
+    m = mj_model()
+    q_ref, qd_ref = moreau_oracle(m, q[0], qd[0], qt[0], 0.005, 4)
+    np.testing.assert_allclose(state.qd[0].numpy(), qd_ref, rtol=1e-10, atol=1e-9)
+
+
+def test_float32_tracks_float64():
+    q, qd = random_states(E, seed=25)
+    qt = random_targets(q, seed=26)
+    s64 = get_sim("float64", num_envs=E).step(t64(q), t64(qd), t64(qt))
+    s32 = get_sim("float32", num_envs=E).step(t64(q), t64(qd), t64(qt))
+    assert s32.q.dtype == torch.float32
+    np.testing.assert_allclose(s32.q.double().numpy(), s64.q.numpy(), rtol=0, atol=2e-5)
+    np.testing.assert_allclose(s32.qd.double().numpy(), s64.qd.numpy(), rtol=0, atol=2e-3)
+
+
+def test_state_contract():
+    """Shapes, unit output quaternion from an unnormalised input, outputs independent of internal buffers."""
+    sim = get_sim("float64", num_envs=E)
+    q, qd = random_states(E, seed=27)
+    q_scaled = q.copy()
+    q_scaled[:, 3:7] *= 2.5
+    qt = random_targets(q, seed=28)
+    a = sim.step(t64(q), t64(qd), t64(qt))
+    b = sim.step(t64(q_scaled), t64(qd), t64(qt))
+    assert a.q.shape == (E, 36) and a.qd.shape == (E, 35)
+    np.testing.assert_allclose(np.linalg.norm(b.q[:, 3:7].numpy(), axis=1), 1.0, atol=1e-12)
+    np.testing.assert_allclose(a.q.numpy(), b.q.numpy(), rtol=0, atol=1e-12)
+    kept = a.q.clone()
+    sim.step(t64(q) + 0.1, t64(qd), t64(qt))
+    assert torch.equal(a.q, kept)
+
+
+def test_grad_and_no_grad_paths_agree():
+    sim = get_sim("float64", num_envs=E)
+    q, qd = random_states(E, seed=29)
+    qt = random_targets(q, seed=30)
+    with torch.no_grad():
+        a = sim.step(t64(q), t64(qd), t64(qt))
+    b = sim.step(t64(q), t64(qd), t64(qt).requires_grad_(True))
+    assert b.q.requires_grad
+    np.testing.assert_allclose(a.q.numpy(), b.q.detach().numpy(), rtol=0, atol=0)
+
+
+def test_per_env_gain_override_changes_only_that_env():
+    sim = get_sim("float64", num_envs=3, substeps=2)
+    q, qd = random_states(3, seed=31)
+    qt = random_targets(q, seed=32, scale=0.05)
+    base = sim.step(t64(q), t64(qd), t64(qt))
+    kp = np.tile(sim.robot.kp, (3, 1))
+    kp[1] *= 1.2
+    sim.set_env_params(act_kp=kp)
+    try:
+        changed = sim.step(t64(q), t64(qd), t64(qt))
+    finally:
+        sim.set_env_params(act_kp=sim.robot.kp)
+    diff = (changed.qd - base.qd).abs().amax(dim=1)
+    assert diff[0] == 0 and diff[2] == 0 and diff[1] > 1e-6
+
+
+@pytest.mark.parametrize(
+    ("shapes", "match"),
+    [
+        (((E, 35), (E, 35), (E, 29)), "q: expected shape"),
+        (((E, 36), (E, 35), (E, 28)), "q_target: expected shape"),
+        (((E + 1, 36), (E + 1, 35), (E + 1, 29)), "expected 6 envs"),
+    ],
+)
+def test_bad_inputs_raise_one_line_errors(shapes, match):
+    sim = get_sim("float64", num_envs=E)
+    with pytest.raises(BcgdError, match=match) as info:
+        sim.step(*(torch.zeros(s, dtype=torch.float64) for s in shapes))
+    assert "\n" not in str(info.value)
+
+
+def test_bad_config_raises():
+    from bcg_deploy.diffsim import SimConfig, Simulator
+    from bcg_deploy.robots import load_robot
+
+    with pytest.raises(BcgdError, match="dtype"):
+        Simulator(load_robot("g1"), SimConfig(dtype="float16"))
+    with pytest.raises(BcgdError, match="pd_damping"):
+        Simulator(load_robot("g1"), SimConfig(pd_damping="soft"))
