@@ -129,6 +129,62 @@ def build(t: Types, max_children: int, tree: tuple) -> SimpleNamespace:
         factor(qM_out, e, qLD_out)
 
     @wp.kernel(module=mod)
+    def midpoint_bias_kernel(
+        # Model:
+        body_parentid: wp.array(dtype=int),
+        body_children: wp.array2d(dtype=int),
+        body_jnttype: wp.array(dtype=int),
+        body_dofadr: wp.array(dtype=int),
+        dof_bodyid: wp.array(dtype=int),
+        dof_actid: wp.array(dtype=int),
+        act_qposadr: wp.array(dtype=int),
+        act_kp: wp.array2d(dtype=S),
+        act_kd: wp.array2d(dtype=S),
+        act_effort: wp.array2d(dtype=S),
+        gravity: vec3,
+        # Data in:
+        q_mid_in: wp.array2d(dtype=S),
+        qd_in: wp.array2d(dtype=S),
+        q_target_in: wp.array2d(dtype=S),
+        qfrc_applied_in: wp.array2d(dtype=S),
+        cinert_in: wp.array2d(dtype=vec10),
+        cdof_in: wp.array2d(dtype=vec6),
+        qLD_in: wp.array2d(dtype=S),
+        qM_in: wp.array2d(dtype=S),
+        qfrc_smooth_in: wp.array2d(dtype=S),
+        qfrc_zero_in: wp.array2d(dtype=S),
+        h: S,
+        damping_dt: S,
+        # Data out:
+        dqd_pred_out: wp.array2d(dtype=S),
+        qd_pred_out: wp.array2d(dtype=S),
+        cvel_out: wp.array2d(dtype=vec6),
+        cdof_dot_out: wp.array2d(dtype=vec6),
+        cacc_out: wp.array2d(dtype=vec6),
+        cfrc_body_out: wp.array2d(dtype=vec6),
+        cfrc_out: wp.array2d(dtype=vec6),
+        qfrc_bias_out: wp.array2d(dtype=S),
+        qfrc_actuator_out: wp.array2d(dtype=S),
+        qfrc_smooth_out: wp.array2d(dtype=S),
+        dof_damping_out: wp.array2d(dtype=S),
+    ):
+        """Option ``bias_velocity="midpoint"``: predict qd_mid = qd + h M^-1 qfrc_smooth(q_mid, qd) and
+        re-evaluate the velocity-dependent forces (bias, PD damping) at (q_mid, qd_mid)."""
+        e = wp.tid()
+        solve_velocity(qLD_in, qM_in, qfrc_smooth_in, qfrc_zero_in, qd_in, h, e, dqd_pred_out, qd_pred_out)
+        com_vel(body_parentid, body_jnttype, body_dofadr, e, qd_pred_out, cdof_in, cvel_out, cdof_dot_out)
+        rne(
+            body_parentid, body_jnttype, body_dofadr, body_children, dof_bodyid, gravity,
+            e, qd_pred_out, cinert_in, cvel_out, cdof_in, cdof_dot_out, cacc_out, cfrc_body_out, cfrc_out,
+            qfrc_bias_out,
+        )  # fmt: skip
+        actuation(
+            dof_actid, act_qposadr, act_kp, act_kd, act_effort,
+            e, q_mid_in, qd_pred_out, q_target_in, qfrc_applied_in, qfrc_bias_out, damping_dt,
+            qfrc_actuator_out, qfrc_smooth_out, dof_damping_out,
+        )  # fmt: skip
+
+    @wp.kernel(module=mod)
     def update_kernel(
         # Model:
         body_jnttype: wp.array(dtype=int),
@@ -173,7 +229,9 @@ def build(t: Types, max_children: int, tree: tuple) -> SimpleNamespace:
             elif jt == HINGE:
                 q_out[e, a] = q_in[e, a] + dt * half * (qd_in[e, d] + qd_out[e, d])
 
-    return SimpleNamespace(smooth_kernel=smooth_kernel, update_kernel=update_kernel)
+    return SimpleNamespace(
+        smooth_kernel=smooth_kernel, midpoint_bias_kernel=midpoint_bias_kernel, update_kernel=update_kernel
+    )
 
 
 def _model_args(m: Model) -> list:
@@ -191,6 +249,12 @@ _SMOOTH_OUT = (
 )  # fmt: skip
 
 
+_MIDPOINT_OUT = (
+    "dqd_pred", "qd_pred", "cvel_mid", "cdof_dot_mid", "cacc_mid", "cfrc_body_mid", "cfrc_mid", "qfrc_bias_mid",
+    "qfrc_actuator_mid", "qfrc_smooth_mid", "dof_damping_mid",
+)  # fmt: skip
+
+
 def record_substep(
     m: Model,
     k: SimpleNamespace,
@@ -203,12 +267,17 @@ def record_substep(
     gains: tuple | None = None,
     h: float | None = None,
     implicit_damping: bool = False,
+    bias_midpoint: bool = False,
+    qfrc_zero: wp.array | None = None,
 ) -> None:
     """Record the launches of substep ``s`` of ``d`` (see the module docstring for the stages).
 
     ``gains`` replaces (kp, kd, effort) (the oracle helpers pass zeros); ``h`` replaces dt/2 (0 evaluates
     the dynamics at q itself). ``qfrc_applied`` [*, NV] and ``qfrc_impulse`` [*, NV] are not differentiated.
-    ``implicit_damping`` adds dt kd of the unsaturated PD joints to M (see ``actuation``).
+    ``implicit_damping`` adds dt kd of the unsaturated PD joints to M (see ``actuation``);
+    ``bias_midpoint`` evaluates the velocity-dependent forces at the predicted midpoint velocity
+    (``midpoint_bias_kernel``; ``d`` must have the ``*_mid`` arrays, see ``io.step_layout``); its
+    predictor uses ``qfrc_zero`` (a zero [1, NV] array) as impulse.
     """
     S = m.types.scalar
     g = d.grads if rec.grad else None
@@ -223,23 +292,49 @@ def record_substep(
     else:
         adj_ins = [None] * len(margs) + [g["q"][s], g["qd"][s], g["q_target"], None, None, None]
         rec.add(k.smooth_kernel, margs + ins, outs, adj_ins, [g[n][s] if n in g else None for n in _SMOOTH_OUT])
+    smooth = "qfrc_smooth"
+    if bias_midpoint:
+        smooth = "qfrc_smooth_mid"
+        bargs = [m.body_parentid, m.body_children, m.body_jnttype, m.body_dofadr, m.dof_bodyid, m.dof_actid]
+        bargs += margs[19:24]  # act_qposadr, act_kp, act_kd, act_effort (or their overrides), gravity
+        bins = [d.q_mid[s], d.qd[s], d.q_target, qfrc_applied, d.cinert[s], d.cdof[s], d.qLD[s], d.qM[s]]
+        bins += [d.qfrc_smooth[s], qfrc_zero, S(half), S(dt if implicit_damping else 0.0)]
+        bouts = [getattr(d, n)[s] for n in _MIDPOINT_OUT]
+        if g is None:
+            rec.add(k.midpoint_bias_kernel, bargs + bins, bouts)
+        else:
+            adj_ins = [None] * len(bargs) + [g["q_mid"][s], g["qd"][s], g["q_target"], None, g["cinert"][s]]
+            adj_ins += [g["cdof"][s], None, g["qM"][s], g["qfrc_smooth"][s], None, None, None]
+            rec.add(k.midpoint_bias_kernel, bargs + bins, bouts, adj_ins, [g[n][s] for n in _MIDPOINT_OUT])
     uargs = [m.body_jnttype, m.body_qposadr, m.body_dofadr, d.q[s], d.qd[s], d.qLD[s], d.qM[s]]
-    uargs += [d.qfrc_smooth[s], qfrc_impulse, S(dt)]
+    uargs += [getattr(d, smooth)[s], qfrc_impulse, S(dt)]
     uouts = [d.dqd[s], d.qd[s + 1], d.q[s + 1]]
     if g is None:
         rec.add(k.update_kernel, uargs, uouts)
     else:
-        adj_ins = [None, None, None, g["q"][s], g["qd"][s], None, g["qM"][s], g["qfrc_smooth"][s], None, None]
+        adj_ins = [None, None, None, g["q"][s], g["qd"][s], None, g["qM"][s], g[smooth][s], None, None]
         rec.add(k.update_kernel, uargs, uouts, adj_ins, [g["dqd"][s], g["qd"][s + 1], g["q"][s + 1]])
 
 
 def record_step(
-    m: Model, k: SimpleNamespace, d: StepData, dt: float, qfrc_applied, qfrc_impulse, grad: bool, implicit_damping: bool
+    m: Model,
+    k: SimpleNamespace,
+    d: StepData,
+    dt: float,
+    qfrc_applied,
+    qfrc_impulse,
+    grad: bool,
+    implicit_damping: bool,
+    bias_midpoint: bool,
 ):
-    """Record all substeps of ``d``: fills ``d.fwd_cmds`` and (if ``grad``) ``d.adj_cmds`` in reverse order."""
+    """Record all substeps of ``d``: fills ``d.fwd_cmds`` and (if ``grad``) ``d.adj_cmds`` in reverse order.
+    ``qfrc_impulse`` is zero until the contact stage provides one (it is also the predictor's zero)."""
     substeps = d.q.shape[0] - 1
     rec = Recorder(m.device, d.q.shape[1], grad)
     for s in range(substeps):
-        record_substep(m, k, d, s, dt, rec, qfrc_applied, qfrc_impulse, implicit_damping=implicit_damping)
+        record_substep(
+            m, k, d, s, dt, rec, qfrc_applied, qfrc_impulse,
+            implicit_damping=implicit_damping, bias_midpoint=bias_midpoint, qfrc_zero=qfrc_impulse,
+        )  # fmt: skip
     d.fwd_cmds = rec.fwd
     d.adj_cmds = list(reversed(rec.adj))

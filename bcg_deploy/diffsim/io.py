@@ -150,10 +150,20 @@ def put_model(mjm: mujoco.MjModel, robot: RobotSpec, t: Types, device: str, grav
     )
 
 
-def step_layout(m: Model, num_envs: int, substeps: int) -> list[tuple[str, tuple, type, int, bool]]:
-    """(name, shape, warp dtype, scalars per element, has adjoint) of every ``StepData`` array."""
+def step_layout(
+    m: Model, num_envs: int, substeps: int, bias_midpoint: bool = False
+) -> list[tuple[str, tuple, type, int, bool]]:
+    """(name, shape, warp dtype, scalars per element, has adjoint) of every ``StepData`` array; with
+    ``bias_midpoint`` also the arrays of the predicted-midpoint-velocity pass (``*_pred``, ``*_mid``)."""
     t, E, S, nb, nv = m.types, num_envs, substeps, m.nbody, m.nv
-    return [
+    extra = []
+    if bias_midpoint:
+        extra = [(n, (S, E, nv), t.scalar, 1, True) for n in ("dqd_pred", "qd_pred")]
+        extra += [(n, (S, E, nb), t.vec6, 6, True) for n in ("cvel_mid", "cacc_mid", "cfrc_body_mid", "cfrc_mid")]
+        extra += [("cdof_dot_mid", (S, E, nv), t.vec6, 6, True)]
+        extra += [(n, (S, E, nv), t.scalar, 1, True) for n in ("qfrc_bias_mid", "qfrc_actuator_mid")]
+        extra += [(n, (S, E, nv), t.scalar, 1, True) for n in ("qfrc_smooth_mid", "dof_damping_mid")]
+    return extra + [
         ("q", (S + 1, E, m.nq), t.scalar, 1, True),
         ("qd", (S + 1, E, nv), t.scalar, 1, True),
         ("q_target", (E, m.nu), t.scalar, 1, True),
@@ -187,13 +197,13 @@ def _carve(buffer: torch.Tensor, offset: int, shape: tuple, dtype: type, per: in
     return wp.array(ptr=ptr, shape=shape, dtype=dtype, device=device), view
 
 
-def make_step_data(m: Model, num_envs: int, substeps: int) -> StepData:
+def make_step_data(m: Model, num_envs: int, substeps: int, bias_midpoint: bool = False) -> StepData:
     """Allocate one control step's arrays in two flat torch buffers (forward values and adjoints).
 
     One buffer each means one allocation per step and one ``zero_()`` to reset all adjoints.
     ``qLD`` has no adjoint.
     """
-    layout = step_layout(m, num_envs, substeps)
+    layout = step_layout(m, num_envs, substeps, bias_midpoint)
     dev = torch.device(m.device)
     sizes = {name: int(np.prod(shape)) * per for name, shape, _, per, _ in layout}
     fwd_names = [n for n, *_ in layout]

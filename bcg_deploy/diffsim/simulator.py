@@ -42,6 +42,9 @@ class SimConfig:
         pd_damping: "explicit" (METHOD.md: tau = kp (q_target - q) - kd qd at the substep's start velocity)
             or "implicit" (the kd term acts on the new velocity: dt kd is added to M's diagonal for the
             unsaturated joints, as MuJoCo's implicitfast does). Contact solves use the same M.
+        bias_velocity: "start" (METHOD.md: bias and PD damping at (q_mid, qd), a first-order scheme) or
+            "midpoint" (they are re-evaluated at the predicted midpoint velocity
+            qd + (dt/2) M^-1 qfrc_smooth(q_mid, qd): second order, one more RNE pass and solve per substep).
         max_idle_buffers: per-step buffer sets kept for reuse after their autograd graph is freed.
         graphs: on CPU, replay each step's launches as a captured Warp graph (APIC; cuts the per-launch
             Python cost, which dominates for small E). CUDA uses the recorded launches.
@@ -54,6 +57,7 @@ class SimConfig:
     substeps: int = 4
     gravity: bool = True
     pd_damping: str = "explicit"
+    bias_velocity: str = "start"
     max_idle_buffers: int = 64
     graphs: bool = True
 
@@ -99,6 +103,8 @@ class Simulator:
             )
         if cfg.pd_damping not in ("explicit", "implicit"):
             raise BcgdError(f"SimConfig.pd_damping: expected 'explicit' or 'implicit', got {cfg.pd_damping!r}")
+        if cfg.bias_velocity not in ("start", "midpoint"):
+            raise BcgdError(f"SimConfig.bias_velocity: expected 'start' or 'midpoint', got {cfg.bias_velocity!r}")
         wp.init()
         self.robot = robot
         self.cfg = cfg
@@ -222,10 +228,11 @@ class Simulator:
         return out
 
     def _new_data(self, num_envs: int, substeps: int, grad: bool) -> StepData:
-        d = make_step_data(self.model, num_envs, substeps)
+        midpoint = self.cfg.bias_velocity == "midpoint"
+        d = make_step_data(self.model, num_envs, substeps, bias_midpoint=midpoint)
         integrator.record_step(
             self.model, self.kernels, d, self.cfg.physics_dt, self._zero_frc, self._zero_frc, grad,
-            implicit_damping=self.cfg.pd_damping == "implicit",
+            implicit_damping=self.cfg.pd_damping == "implicit", bias_midpoint=midpoint,
         )  # fmt: skip
         self._capture(d)
         return d

@@ -35,8 +35,8 @@ def _rollout_loss(sim, steps, q, qd, qt, wq, wqd) -> torch.Tensor:
     return (q * wq).sum(1) + (qd * wqd).sum(1)
 
 
-def _check(steps: int, seed: int, tol: float = 1e-5):
-    sim = get_sim("float64", num_envs=E)
+def _check(steps: int, seed: int, tol: float = 1e-5, **sim_options):
+    sim = get_sim("float64", num_envs=E, **sim_options)
     q, qd, qt, wq, wqd = _setup(seed)
     inputs = [t64(q).requires_grad_(True), t64(qd).requires_grad_(True), t64(qt).requires_grad_(True)]
     _rollout_loss(sim, steps, *inputs, wq, wqd).sum().backward()
@@ -63,6 +63,11 @@ def test_one_control_step_matches_finite_differences():
 
 def test_eight_chained_control_steps_match_finite_differences():
     _check(steps=8, seed=43)
+
+
+@pytest.mark.parametrize("options", [{"bias_velocity": "midpoint"}, {"pd_damping": "implicit"}])
+def test_step_options_match_finite_differences(options):
+    _check(steps=2, seed=53, **options)
 
 
 def test_float32_gradients_track_float64():
