@@ -108,3 +108,18 @@ def test_domain_randomisation_reaches_the_simulator(tiny_motion):
         rtol=1e-6,
         atol=1e-6,
     )
+
+
+def test_actor_noise_is_per_term_uniform(env):
+    obs = env.observe()[:1]
+    torch.manual_seed(0)
+    noisy = env.noisy(obs.expand(400, -1))
+    d = noisy - obs
+    n = env.obs_module.noise_vector.to(d.dtype)
+    assert (d.abs() <= n + 1e-12).all()
+    sl = env.obs_module.term_slices()
+    assert (d[:, sl["ref_body_rot"]] == 0).all()  # reference terms carry no sensor noise
+    # METHOD.md section 6 levels reach the right terms (the spread fills most of U(-n, n))
+    for term, level in (("root_rot", 0.05), ("root_lin_vel", 0.5), ("root_ang_vel", 0.2), ("body_rot", 0.01),
+                        ("joint_vel", 0.5), ("key_pos", 0.01), ("ref_root_pos", 0.25)):  # fmt: skip
+        assert abs(float(d[:, sl[term]].abs().max()) - level) < 0.02 * level
