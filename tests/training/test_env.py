@@ -111,7 +111,7 @@ def test_domain_randomisation_reaches_the_simulator(tiny_motion):
 
 
 def test_actor_noise_is_per_term_uniform(env):
-    obs = env.observe()[:1]
+    obs = env.observe()[:1].detach()
     torch.manual_seed(0)
     noisy = env.noisy(obs.expand(400, -1))
     d = noisy - obs
