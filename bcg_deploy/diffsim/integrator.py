@@ -32,12 +32,12 @@ from bcg_deploy.diffsim.types import JNT_FREE, JNT_HINGE, Model, StepData, Types
 
 
 @cache
-def build(t: Types, max_children: int, tree: tuple) -> SimpleNamespace:
-    """All kernels of precision ``t`` for a model with ``max_children`` and mass-matrix sparsity ``tree``
-    (``solve.tree_key``); one Warp module, compiled once."""
-    S, vec3, vec6, vec10, quat = t.scalar, t.vec3, t.vec6, t.vec10, t.quat
+def build(t: Types, max_children: int, tree: tuple, has_jnt_pos: bool = True) -> SimpleNamespace:
+    """All kernels of precision ``t`` for a model with ``max_children``, mass-matrix sparsity ``tree``
+    (``solve.tree_key``) and (non)zero hinge anchors; one Warp module, compiled once."""
+    S, vec3, vec6, vec10, quat, mat33 = t.scalar, t.vec3, t.vec6, t.vec10, t.quat, t.mat33
     mod = dmath.module_name(t)
-    kin = dkin.build(t)
+    kin = dkin.build(t, has_jnt_pos)
     inr = dinertia.build(t, max_children)
     rn = drne.build(t, max_children)
     act = dact.build(t)
@@ -65,8 +65,7 @@ def build(t: Types, max_children: int, tree: tuple) -> SimpleNamespace:
         jnt_axis: wp.array(dtype=vec3),
         body_mass: wp.array2d(dtype=S),
         body_ipos: wp.array2d(dtype=vec3),
-        body_iquat: wp.array2d(dtype=quat),
-        body_inertia: wp.array2d(dtype=vec3),
+        body_inertia_mat: wp.array2d(dtype=mat33),
         dof_bodyid: wp.array(dtype=int),
         dof_Madr: wp.array(dtype=int),
         dof_Mnum: wp.array(dtype=int),
@@ -93,9 +92,7 @@ def build(t: Types, max_children: int, tree: tuple) -> SimpleNamespace:
         cinert_out: wp.array2d(dtype=vec10),
         cdof_out: wp.array2d(dtype=vec6),
         cvel_out: wp.array2d(dtype=vec6),
-        cdof_dot_out: wp.array2d(dtype=vec6),
         cacc_out: wp.array2d(dtype=vec6),
-        cfrc_body_out: wp.array2d(dtype=vec6),
         cfrc_out: wp.array2d(dtype=vec6),
         crb_out: wp.array2d(dtype=vec10),
         qM_out: wp.array2d(dtype=S),
@@ -109,14 +106,11 @@ def build(t: Types, max_children: int, tree: tuple) -> SimpleNamespace:
         midpoint(body_jnttype, body_qposadr, body_dofadr, e, q_in, qd_in, h, q_mid_out, ref_pos_out)
         kinematics(
             body_parentid, body_jnttype, body_qposadr, body_dofadr, body_pos, body_quat, jnt_pos, jnt_axis,
-            body_mass, body_ipos, body_iquat, body_inertia,
+            body_mass, body_ipos, body_inertia_mat,
             e, q_mid_out, ref_pos_out, xpos_out, xquat_out, cinert_out, cdof_out,
         )  # fmt: skip
-        com_vel(body_parentid, body_jnttype, body_dofadr, e, qd_in, cdof_out, cvel_out, cdof_dot_out)
-        rne(
-            body_parentid, body_jnttype, body_dofadr, body_children, dof_bodyid, gravity,
-            e, qd_in, cinert_out, cvel_out, cdof_out, cdof_dot_out, cacc_out, cfrc_body_out, cfrc_out, qfrc_bias_out,
-        )  # fmt: skip
+        com_vel(body_parentid, body_jnttype, body_dofadr, gravity, e, qd_in, cdof_out, cvel_out, cacc_out)
+        rne(body_children, dof_bodyid, e, cinert_out, cvel_out, cacc_out, cdof_out, cfrc_out, qfrc_bias_out)
         actuation(
             dof_actid, act_qposadr, act_kp, act_kd, act_effort,
             e, q_mid_out, qd_in, q_target_in, qfrc_applied_in, qfrc_bias_out, damping_dt,
@@ -159,9 +153,7 @@ def build(t: Types, max_children: int, tree: tuple) -> SimpleNamespace:
         dqd_pred_out: wp.array2d(dtype=S),
         qd_pred_out: wp.array2d(dtype=S),
         cvel_out: wp.array2d(dtype=vec6),
-        cdof_dot_out: wp.array2d(dtype=vec6),
         cacc_out: wp.array2d(dtype=vec6),
-        cfrc_body_out: wp.array2d(dtype=vec6),
         cfrc_out: wp.array2d(dtype=vec6),
         qfrc_bias_out: wp.array2d(dtype=S),
         qfrc_actuator_out: wp.array2d(dtype=S),
@@ -172,12 +164,8 @@ def build(t: Types, max_children: int, tree: tuple) -> SimpleNamespace:
         re-evaluate the velocity-dependent forces (bias, PD damping) at (q_mid, qd_mid)."""
         e = wp.tid()
         solve_velocity(qLD_in, qM_in, qfrc_smooth_in, qfrc_zero_in, qd_in, h, e, dqd_pred_out, qd_pred_out)
-        com_vel(body_parentid, body_jnttype, body_dofadr, e, qd_pred_out, cdof_in, cvel_out, cdof_dot_out)
-        rne(
-            body_parentid, body_jnttype, body_dofadr, body_children, dof_bodyid, gravity,
-            e, qd_pred_out, cinert_in, cvel_out, cdof_in, cdof_dot_out, cacc_out, cfrc_body_out, cfrc_out,
-            qfrc_bias_out,
-        )  # fmt: skip
+        com_vel(body_parentid, body_jnttype, body_dofadr, gravity, e, qd_pred_out, cdof_in, cvel_out, cacc_out)
+        rne(body_children, dof_bodyid, e, cinert_in, cvel_out, cacc_out, cdof_in, cfrc_out, qfrc_bias_out)
         actuation(
             dof_actid, act_qposadr, act_kp, act_kd, act_effort,
             e, q_mid_in, qd_pred_out, q_target_in, qfrc_applied_in, qfrc_bias_out, damping_dt,
@@ -234,23 +222,29 @@ def build(t: Types, max_children: int, tree: tuple) -> SimpleNamespace:
     )
 
 
-def _model_args(m: Model) -> list:
-    return [
-        m.body_parentid, m.body_children, m.body_jnttype, m.body_qposadr, m.body_dofadr, m.body_pos,
-        m.body_quat, m.jnt_pos, m.jnt_axis, m.body_mass, m.body_ipos, m.body_iquat, m.body_inertia,
-        m.dof_bodyid, m.dof_Madr, m.dof_Mnum, m.M_colind, m.dof_armature, m.dof_actid, m.act_qposadr,
-        m.act_kp, m.act_kd, m.act_effort, m.gravity,
-    ]  # fmt: skip
+_SMOOTH_MODEL = (
+    "body_parentid", "body_children", "body_jnttype", "body_qposadr", "body_dofadr", "body_pos", "body_quat",
+    "jnt_pos", "jnt_axis", "body_mass", "body_ipos", "body_inertia_mat", "dof_bodyid", "dof_Madr", "dof_Mnum",
+    "M_colind", "dof_armature", "dof_actid", "act_qposadr", "act_kp", "act_kd", "act_effort", "gravity",
+)  # fmt: skip
+_MIDPOINT_MODEL = (
+    "body_parentid", "body_children", "body_jnttype", "body_dofadr", "dof_bodyid", "dof_actid", "act_qposadr",
+    "act_kp", "act_kd", "act_effort", "gravity",
+)  # fmt: skip
+
+
+def _model_args(m: Model, names: tuple, overrides: dict) -> list:
+    return [overrides[n] if n in overrides else getattr(m, n) for n in names]
 
 
 _SMOOTH_OUT = (
-    "q_mid", "ref_pos", "xpos", "xquat", "cinert", "cdof", "cvel", "cdof_dot", "cacc", "cfrc_body", "cfrc", "crb",
+    "q_mid", "ref_pos", "xpos", "xquat", "cinert", "cdof", "cvel", "cacc", "cfrc", "crb",
     "qM", "qfrc_bias", "qfrc_actuator", "qfrc_smooth", "dof_damping", "qLD",
 )  # fmt: skip
 
 
 _MIDPOINT_OUT = (
-    "dqd_pred", "qd_pred", "cvel_mid", "cdof_dot_mid", "cacc_mid", "cfrc_body_mid", "cfrc_mid", "qfrc_bias_mid",
+    "dqd_pred", "qd_pred", "cvel_mid", "cacc_mid", "cfrc_mid", "qfrc_bias_mid",
     "qfrc_actuator_mid", "qfrc_smooth_mid", "dof_damping_mid",
 )  # fmt: skip
 
@@ -281,9 +275,8 @@ def record_substep(
     """
     S = m.types.scalar
     g = d.grads if rec.grad else None
-    margs = _model_args(m)
-    if gains is not None:
-        margs[20:23] = list(gains)
+    overrides = dict(zip(("act_kp", "act_kd", "act_effort"), gains, strict=True)) if gains is not None else {}
+    margs = _model_args(m, _SMOOTH_MODEL, overrides)
     half = 0.5 * dt if h is None else h
     ins = [d.q[s], d.qd[s], d.q_target, qfrc_applied, S(half), S(dt if implicit_damping else 0.0)]
     outs = [getattr(d, n)[s] for n in _SMOOTH_OUT]
@@ -295,8 +288,7 @@ def record_substep(
     smooth = "qfrc_smooth"
     if bias_midpoint:
         smooth = "qfrc_smooth_mid"
-        bargs = [m.body_parentid, m.body_children, m.body_jnttype, m.body_dofadr, m.dof_bodyid, m.dof_actid]
-        bargs += margs[19:24]  # act_qposadr, act_kp, act_kd, act_effort (or their overrides), gravity
+        bargs = _model_args(m, _MIDPOINT_MODEL, overrides)
         bins = [d.q_mid[s], d.qd[s], d.q_target, qfrc_applied, d.cinert[s], d.cdof[s], d.qLD[s], d.qM[s]]
         bins += [d.qfrc_smooth[s], qfrc_zero, S(half), S(dt if implicit_damping else 0.0)]
         bouts = [getattr(d, n)[s] for n in _MIDPOINT_OUT]

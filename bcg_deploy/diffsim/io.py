@@ -87,6 +87,20 @@ def tree_arrays(mjm: mujoco.MjModel) -> dict:
     }
 
 
+def inertia_matrices(iquat_wxyz: np.ndarray, diag: np.ndarray) -> np.ndarray:
+    """[..., 3, 3] rotational inertia in the body frame from principal axes (quaternion) and moments."""
+    w, x, y, z = np.moveaxis(np.asarray(iquat_wxyz, dtype=float), -1, 0)
+    R = np.stack(
+        [
+            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+            np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+            np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+        ],
+        -2,
+    )
+    return R @ (np.asarray(diag)[..., :, None] * np.swapaxes(R, -1, -2))
+
+
 def put_model(mjm: mujoco.MjModel, robot: RobotSpec, t: Types, device: str, gravity: bool = True) -> Model:
     """Compile ``mjm`` (the robot without scene) into a Warp ``Model`` of precision ``t``.
 
@@ -119,6 +133,7 @@ def put_model(mjm: mujoco.MjModel, robot: RobotSpec, t: Types, device: str, grav
         nM=int(tree["dof_Mnum"].sum()),
         max_children=tree["max_children"],
         has_free_base=bool(tree["body_jnttype"][1] == JNT_FREE),
+        has_jnt_pos=bool(np.any(tree["jnt_pos"] != 0)),
         types=t,
         device=device,
         body_parentid=ints(tree["body_parentid"]),
@@ -132,8 +147,7 @@ def put_model(mjm: mujoco.MjModel, robot: RobotSpec, t: Types, device: str, grav
         jnt_axis=arr(tree["jnt_axis"], t.vec3),
         body_mass=arr(mjm.body_mass[None], t.scalar),
         body_ipos=arr(mjm.body_ipos[None], t.vec3),
-        body_iquat=arr(_wxyz_to_xyzw(mjm.body_iquat)[None], t.quat),
-        body_inertia=arr(mjm.body_inertia[None], t.vec3),
+        body_inertia_mat=arr(inertia_matrices(mjm.body_iquat, mjm.body_inertia)[None], t.mat33),
         dof_bodyid=ints(tree["dof_bodyid"]),
         dof_Madr=ints(tree["dof_Madr"]),
         dof_Mnum=ints(tree["dof_Mnum"]),
@@ -146,7 +160,12 @@ def put_model(mjm: mujoco.MjModel, robot: RobotSpec, t: Types, device: str, grav
         act_kd=arr(robot.kd[None], t.scalar),
         act_effort=arr(robot.effort_limit[None], t.scalar),
         gravity=t.vec3(*[float(x) for x in g]),
-        host={**{k: v for k, v in tree.items() if isinstance(v, np.ndarray)}, "act_dofadr": act_dofadr},
+        host={
+            **{k: v for k, v in tree.items() if isinstance(v, np.ndarray)},
+            "act_dofadr": act_dofadr,
+            "body_iquat": mjm.body_iquat.copy(),
+            "body_inertia": mjm.body_inertia.copy(),
+        },
     )
 
 
@@ -159,8 +178,7 @@ def step_layout(
     extra = []
     if bias_midpoint:
         extra = [(n, (S, E, nv), t.scalar, 1, True) for n in ("dqd_pred", "qd_pred")]
-        extra += [(n, (S, E, nb), t.vec6, 6, True) for n in ("cvel_mid", "cacc_mid", "cfrc_body_mid", "cfrc_mid")]
-        extra += [("cdof_dot_mid", (S, E, nv), t.vec6, 6, True)]
+        extra += [(n, (S, E, nb), t.vec6, 6, True) for n in ("cvel_mid", "cacc_mid", "cfrc_mid")]
         extra += [(n, (S, E, nv), t.scalar, 1, True) for n in ("qfrc_bias_mid", "qfrc_actuator_mid")]
         extra += [(n, (S, E, nv), t.scalar, 1, True) for n in ("qfrc_smooth_mid", "dof_damping_mid")]
     return extra + [
@@ -174,9 +192,7 @@ def step_layout(
         ("cinert", (S, E, nb), t.vec10, 10, True),
         ("cdof", (S, E, nv), t.vec6, 6, True),
         ("cvel", (S, E, nb), t.vec6, 6, True),
-        ("cdof_dot", (S, E, nv), t.vec6, 6, True),
         ("cacc", (S, E, nb), t.vec6, 6, True),
-        ("cfrc_body", (S, E, nb), t.vec6, 6, True),
         ("cfrc", (S, E, nb), t.vec6, 6, True),
         ("crb", (S, E, nb), t.vec10, 10, True),
         ("qM", (S, E, m.nM), t.scalar, 1, True),

@@ -20,11 +20,12 @@ from bcg_deploy.diffsim.types import JNT_FREE, JNT_HINGE, Types
 
 
 @cache
-def build(t: Types) -> SimpleNamespace:
-    S, vec3, vec6, vec10, quat = t.scalar, t.vec3, t.vec6, t.vec10, t.quat
+def build(t: Types, has_jnt_pos: bool = True) -> SimpleNamespace:
+    """``has_jnt_pos=False`` compiles out the hinge-anchor offsets (every ``jnt_pos`` of the model is 0)."""
+    S, vec3, vec6, vec10, quat, mat33 = t.scalar, t.vec3, t.vec6, t.vec10, t.quat, t.mat33
     mod = dmath.module_name(t)
     mth = dmath.build(t)
-    spatial, spatial_inertia, quat_integrate = mth.spatial, mth.spatial_inertia, mth.quat_integrate
+    spatial, quat_integrate = mth.spatial, mth.quat_integrate
     FREE = wp.constant(JNT_FREE)
     HINGE = wp.constant(JNT_HINGE)
 
@@ -80,8 +81,7 @@ def build(t: Types) -> SimpleNamespace:
         jnt_axis: wp.array(dtype=vec3),
         body_mass: wp.array2d(dtype=S),
         body_ipos: wp.array2d(dtype=vec3),
-        body_iquat: wp.array2d(dtype=quat),
-        body_inertia: wp.array2d(dtype=vec3),
+        body_inertia_mat: wp.array2d(dtype=mat33),
         # Data in:
         e: int,
         q_mid_in: wp.array2d(dtype=S),
@@ -97,8 +97,7 @@ def build(t: Types) -> SimpleNamespace:
         about the body's local axes through its origin, hinges about their world axis and anchor)."""
         pm = e % body_mass.shape[0]
         pp = e % body_ipos.shape[0]
-        pq = e % body_iquat.shape[0]
-        pi = e % body_inertia.shape[0]
+        pi = e % body_inertia_mat.shape[0]
         zero3 = vec3(S(0.0), S(0.0), S(0.0))
         xpos_out[e, 0] = -ref_pos_in[e]
         xquat_out[e, 0] = quat(S(0.0), S(0.0), S(0.0), S(1.0))
@@ -110,26 +109,48 @@ def build(t: Types) -> SimpleNamespace:
             p = body_parentid[b]
             pos = xpos_out[e, p] + wp.quat_rotate(xquat_out[e, p], body_pos[b])
             rot = xquat_out[e, p] * body_quat[b]
+            anchor = pos
             if jt == FREE:
                 # q_mid's quaternion is unit; its position is ref_pos for the base (body 1).
                 pos = vec3(q_mid_in[e, a], q_mid_in[e, a + 1], q_mid_in[e, a + 2]) - ref_pos_in[e]
                 rot = quat(q_mid_in[e, a + 4], q_mid_in[e, a + 5], q_mid_in[e, a + 6], q_mid_in[e, a + 3])
+            elif jt == HINGE:
+                if wp.static(has_jnt_pos):
+                    anchor = pos + wp.quat_rotate(rot, jnt_pos[b])
+                rot = rot * wp.quat_from_axis_angle(jnt_axis[b], q_mid_in[e, a])
+                if wp.static(has_jnt_pos):
+                    pos = anchor - wp.quat_rotate(rot, jnt_pos[b])
+            xpos_out[e, b] = pos
+            xquat_out[e, b] = rot
+            R = wp.quat_to_matrix(rot)
+            if jt == FREE:
                 for i in range(3):
                     lin = zero3
                     lin[i] = S(1.0)
                     cdof_out[e, d + i] = spatial(zero3, lin)
-                    ax = wp.quat_rotate(rot, lin)
+                    ax = vec3(R[0, i], R[1, i], R[2, i])
                     cdof_out[e, d + 3 + i] = spatial(ax, wp.cross(pos, ax))
             elif jt == HINGE:
-                anchor = pos + wp.quat_rotate(rot, jnt_pos[b])
-                rot = rot * wp.quat_from_axis_angle(jnt_axis[b], q_mid_in[e, a])
-                pos = anchor - wp.quat_rotate(rot, jnt_pos[b])
-                ax = wp.quat_rotate(rot, jnt_axis[b])
+                ax = R * jnt_axis[b]
                 cdof_out[e, d] = spatial(ax, wp.cross(anchor, ax))
-            xpos_out[e, b] = pos
-            xquat_out[e, b] = rot
-            com = pos + wp.quat_rotate(rot, body_ipos[pp, b])
-            irot = wp.quat_to_matrix(rot * body_iquat[pq, b])
-            cinert_out[e, b] = spatial_inertia(body_mass[pm, b], com, irot, body_inertia[pi, b])
+            # Spatial inertia about ref_pos: I_c = R Ib R^T (6 entries), + m (|c|^2 1 - c c^T), h = m c, m.
+            mass = body_mass[pm, b]
+            c = pos + R * body_ipos[pp, b]
+            A = R * body_inertia_mat[pi, b]
+            x = c[0]
+            y = c[1]
+            z = c[2]
+            cinert_out[e, b] = vec10(
+                wp.dot(A[0], R[0]) + mass * (y * y + z * z),
+                wp.dot(A[1], R[1]) + mass * (x * x + z * z),
+                wp.dot(A[2], R[2]) + mass * (x * x + y * y),
+                wp.dot(A[0], R[1]) - mass * x * y,
+                wp.dot(A[0], R[2]) - mass * x * z,
+                wp.dot(A[1], R[2]) - mass * y * z,
+                mass * x,
+                mass * y,
+                mass * z,
+                mass,
+            )
 
     return SimpleNamespace(midpoint=midpoint, kinematics=kinematics)

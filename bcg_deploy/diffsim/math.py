@@ -27,7 +27,7 @@ def module_name(t: Types) -> str:
 
 @cache
 def build(t: Types) -> SimpleNamespace:
-    S, vec3, vec6, vec10, quat, mat33 = t.scalar, t.vec3, t.vec6, t.vec10, t.quat, t.mat33
+    S, vec3, vec6, vec10, quat = t.scalar, t.vec3, t.vec6, t.vec10, t.quat
     mod = module_name(t)
     small = S(_SMALL_HALF_ANGLE_SQ)
 
@@ -71,27 +71,6 @@ def build(t: Types) -> SimpleNamespace:
         return spatial(iw + wp.cross(h, u), c[9] * u - wp.cross(h, w))
 
     @wp.func(module=mod)
-    def spatial_inertia(mass: S, com: vec3, rot: mat33, diag: vec3) -> vec10:
-        """Spatial inertia about the reference point of a body with CoM ``com`` (relative) and
-        principal inertia ``diag`` along the columns of ``rot`` (world)."""
-        ic = rot * wp.diag(diag) * wp.transpose(rot)
-        x = com[0]
-        y = com[1]
-        z = com[2]
-        return vec10(
-            ic[0, 0] + mass * (y * y + z * z),
-            ic[1, 1] + mass * (x * x + z * z),
-            ic[2, 2] + mass * (x * x + y * y),
-            ic[0, 1] - mass * x * y,
-            ic[0, 2] - mass * x * z,
-            ic[1, 2] - mass * y * z,
-            mass * x,
-            mass * y,
-            mass * z,
-            mass,
-        )
-
-    @wp.func(module=mod)
     def quat_integrate(qt: quat, w: vec3, scale: S) -> quat:
         """``qt * exp(scale * w)``: rotate by the angle ``scale |w|`` about the LOCAL axis ``w``
         (MuJoCo's mju_quatIntegrate). Smooth (and differentiable) at ``w = 0``."""
@@ -113,6 +92,5 @@ def build(t: Types) -> SimpleNamespace:
         motion_cross=motion_cross,
         force_cross=force_cross,
         inert_mul=inert_mul,
-        spatial_inertia=spatial_inertia,
         quat_integrate=quat_integrate,
     )

@@ -20,7 +20,7 @@ import torch
 import warp as wp
 
 from bcg_deploy.diffsim import integrator
-from bcg_deploy.diffsim.io import make_step_data, put_model
+from bcg_deploy.diffsim.io import inertia_matrices, make_step_data, put_model
 from bcg_deploy.diffsim.solve import tree_key
 from bcg_deploy.diffsim.tape import Recorder
 from bcg_deploy.diffsim.types import Model, StepData, types_for
@@ -113,7 +113,8 @@ class Simulator:
         self.torch_device = torch.device(self.device)
         self.mjm = robot.load_model(scene=False)
         self.model: Model = put_model(self.mjm, robot, self.types, self.device, cfg.gravity)
-        self.kernels = integrator.build(self.types, self.model.max_children, tree_key(self.model.host))
+        m = self.model
+        self.kernels = integrator.build(self.types, m.max_children, tree_key(m.host), m.has_jnt_pos)
         self.nq, self.nv, self.nu = self.model.nq, self.model.nv, self.model.nu
         S = self.types.scalar
         self._zero_frc = wp.zeros((1, self.nv), dtype=S, device=self.device)
@@ -182,28 +183,32 @@ class Simulator:
         return self._evaluate(q, qd, self._batch(tau, self.nv, "tau"))["qacc"]
 
     def set_env_params(self, **params: torch.Tensor | np.ndarray) -> None:
-        """Override model parameters per env (domain randomisation); shape [E, n] or [n] (shared).
+        """Override model parameters per env (domain randomisation); shape [E, ...] or [...] (shared).
 
-        Supported names: act_kp, act_kd, act_effort [.., NU]; dof_armature [.., NV]; body_mass [.., NB];
-        body_ipos, body_inertia [.., NB, 3]. Buffers recorded with the old parameters are dropped.
+        Supported: act_kp, act_kd, act_effort [.., NU]; dof_armature [.., NV]; body_mass [.., NB];
+        body_ipos [.., NB, 3] (CoM in the body frame, m); body_inertia [.., NB, 3] (principal moments about
+        the CoM along MuJoCo's body_iquat axes, kg m^2). Buffers recorded with the old values are dropped.
         """
         t, m = self.types, self.model
-        sizes = {"act_kp": m.nu, "act_kd": m.nu, "act_effort": m.nu, "dof_armature": m.nv, "body_mass": m.nbody}
-        vec_sizes = {"body_ipos": m.nbody, "body_inertia": m.nbody}
+        shapes = {
+            "act_kp": (m.nu,), "act_kd": (m.nu,), "act_effort": (m.nu,), "dof_armature": (m.nv,),
+            "body_mass": (m.nbody,), "body_ipos": (m.nbody, 3), "body_inertia": (m.nbody, 3),
+        }  # fmt: skip
         for name, value in params.items():
-            a = np.asarray(value.detach().cpu() if isinstance(value, torch.Tensor) else value, dtype=t.np_dtype)
-            if name in sizes:
-                n, dtype, inner = sizes[name], t.scalar, ()
-            elif name in vec_sizes:
-                n, dtype, inner = vec_sizes[name], t.vec3, (3,)
-            else:
-                raise BcgdError(f"set_env_params: unknown parameter {name!r}; expected one of {[*sizes, *vec_sizes]}")
-            if a.shape[-1 - len(inner) :] != (n, *inner):
-                raise BcgdError(f"set_env_params: {name} must end in shape {(n, *inner)}, got {a.shape}")
-            a = a.reshape(-1, n, *inner)
+            if name not in shapes:
+                raise BcgdError(f"set_env_params: unknown parameter {name!r}; expected one of {list(shapes)}")
+            a = np.asarray(value.detach().cpu() if isinstance(value, torch.Tensor) else value, dtype=np.float64)
+            shape = shapes[name]
+            if a.shape[a.ndim - len(shape) :] != shape or a.ndim > len(shape) + 1:
+                raise BcgdError(f"set_env_params: {name} must have shape [E, *{shape}] or {shape}, got {a.shape}")
+            a = a.reshape(-1, *shape)
             if a.shape[0] not in (1, self.cfg.num_envs):
                 raise BcgdError(f"set_env_params: {name} needs 1 or {self.cfg.num_envs} rows, got {a.shape[0]}")
-            setattr(m, name, wp.array(a, dtype=dtype, device=self.device))
+            if name == "body_inertia":
+                name, a, dtype = "body_inertia_mat", inertia_matrices(m.host["body_iquat"][None], a), t.mat33
+            else:
+                dtype = t.vec3 if len(shape) == 2 else t.scalar
+            setattr(m, name, wp.array(a.astype(t.np_dtype), dtype=dtype, device=self.device))
         self._generation += 1
         self._pool.clear()
         self._nograd_data = None

@@ -81,7 +81,8 @@ class Model:
     Frames (in the parent body frame, m / unit quaternion): body_pos [NB] vec3, body_quat [NB] quat;
         jnt_pos [NB] vec3 (joint anchor in the body frame), jnt_axis [NB] vec3 (hinge axis, body frame).
     Inertia (per env ``*``): body_mass [*, NB] kg; body_ipos [*, NB] vec3 (CoM in body frame, m);
-        body_iquat [*, NB] quat (principal axes in body frame); body_inertia [*, NB] vec3 (kg m^2).
+        body_inertia_mat [*, NB] mat33 (rotational inertia about the CoM in the body frame, kg m^2:
+        R(iquat) diag(inertia) R(iquat)^T; host copies of MuJoCo's body_iquat/body_inertia in ``host``).
     Dofs: dof_bodyid [NV]; dof_Madr, dof_Mnum [NV]: row ``i`` of the tree-sparse mass matrix holds
         ``M[i, j]`` for ``j`` = i, parent(i), parent(parent(i)), ... at ``dof_Madr[i] + k``;
         M_colind [NM] the column ``j`` of each entry; dof_armature [*, NV] (kg m^2 or kg).
@@ -97,6 +98,7 @@ class Model:
     nM: int
     max_children: int
     has_free_base: bool
+    has_jnt_pos: bool
     types: Types
     device: str
     body_parentid: wp.array
@@ -110,8 +112,7 @@ class Model:
     jnt_axis: wp.array
     body_mass: wp.array
     body_ipos: wp.array
-    body_iquat: wp.array
-    body_inertia: wp.array
+    body_inertia_mat: wp.array
     dof_bodyid: wp.array
     dof_Madr: wp.array
     dof_Mnum: wp.array
@@ -139,8 +140,7 @@ class StepData:
         xquat [S, E, NB] quat (body orientation in world); cinert [S, E, NB] vec10 (body spatial
         inertia about ref_pos); cdof [S, E, NV] vec6 (dof motion axes about ref_pos).
     Velocity products (RNE with the substep's initial velocity qd[s]): cvel [S, E, NB] vec6;
-        cdof_dot [S, E, NV] vec6; cacc [S, E, NB] vec6 (bias acceleration incl. -gravity);
-        cfrc_body [S, E, NB] vec6; cfrc [S, E, NB] vec6 (subtree sums).
+        cacc [S, E, NB] vec6 (bias acceleration incl. -gravity); cfrc [S, E, NB] vec6 (subtree forces).
     Mass matrix: crb [S, E, NB] vec10 (composite inertias); qM [S, E, NM] (tree-sparse, incl. armature);
         qLD [S, E, NM] its L^T D L factorisation (D on the diagonal slots; forward-only values).
     Generalised forces (N, N m): qfrc_bias [S, E, NV] (MuJoCo qfrc_bias: gravity + Coriolis/centrifugal);

@@ -12,7 +12,11 @@ N_STATES = 100
 
 
 def _mujoco(q, qd, tau):
-    m = mj_model(actuation=False)
+    return _mujoco_model(mj_model(actuation=False), q, qd, tau)
+
+
+def _mujoco_model(m, q, qd, tau=None):
+    tau = np.zeros_like(qd) if tau is None else tau
     d = mujoco.MjData(m)
     out = {"M": [], "bias": [], "qacc": []}
     for i in range(q.shape[0]):
@@ -79,3 +83,24 @@ def test_gravity_off_removes_only_gravity():
         d.qpos[:], d.qvel[:] = q[i], np.zeros(35)
         mujoco.mj_forward(m, d)
         np.testing.assert_allclose(with_g[i] - without[i], d.qfrc_bias, rtol=0, atol=1e-9)
+
+
+def test_per_env_mass_properties_match_mujoco():
+    """set_env_params(body_mass, body_ipos, body_inertia) per env == MuJoCo with the same edited model."""
+    sim = get_sim("float64", num_envs=3, substeps=1)
+    m = mj_model(actuation=False)
+    rng = np.random.default_rng(5)
+    mass = m.body_mass[None] * rng.uniform(0.8, 1.2, (3, m.nbody))
+    ipos = m.body_ipos[None] + rng.uniform(-0.03, 0.03, (3, m.nbody, 3))
+    inertia = m.body_inertia[None] * rng.uniform(0.8, 1.2, (3, m.nbody, 3))
+    q, qd = random_states(3, seed=6)
+    sim.set_env_params(body_mass=mass, body_ipos=ipos, body_inertia=inertia)
+    try:
+        M = sim.mass_matrix(t64(q)).numpy()
+        bias = sim.bias_forces(t64(q), t64(qd)).numpy()
+    finally:
+        sim.set_env_params(body_mass=m.body_mass, body_ipos=m.body_ipos, body_inertia=m.body_inertia)
+    for e in range(3):
+        m.body_mass[:], m.body_ipos[:], m.body_inertia[:] = mass[e], ipos[e], inertia[e]
+        ref = _mujoco_model(m, q[e : e + 1], qd[e : e + 1])
+        assert _rel(M[e : e + 1], ref["M"]) < 1e-12 and _rel(bias[e : e + 1], ref["bias"]) < 1e-12
