@@ -213,25 +213,36 @@ def _carve(buffer: torch.Tensor, offset: int, shape: tuple, dtype: type, per: in
     return wp.array(ptr=ptr, shape=shape, dtype=dtype, device=device), view
 
 
-def make_step_data(m: Model, num_envs: int, substeps: int, bias_midpoint: bool = False) -> StepData:
+def make_step_data(
+    m: Model, num_envs: int, substeps: int, bias_midpoint: bool = False, shared_grads: StepData | None = None
+) -> StepData:
     """Allocate one control step's arrays in two flat torch buffers (forward values and adjoints).
 
-    One buffer each means one allocation per step and one ``zero_()`` to reset all adjoints.
+    One buffer each means one allocation per step and one memset to reset all adjoints. The adjoints
+    are only live during the step's backward call (its input adjoints are copied out at its end), so
+    steps may share them: ``shared_grads`` (a StepData of the same layout) lends its adjoint buffer,
+    which halves the tape's memory and keeps the adjoints in cache from one step's backward to the next.
     ``qLD`` has no adjoint.
     """
     layout = step_layout(m, num_envs, substeps, bias_midpoint)
     dev = torch.device(m.device)
     sizes = {name: int(np.prod(shape)) * per for name, shape, _, per, _ in layout}
-    fwd_names = [n for n, *_ in layout]
-    grad_names = [n for n, *_, g in layout if g]
-    fwd = torch.empty(sum(sizes[n] for n in fwd_names), dtype=m.types.torch_dtype, device=dev)
-    grad = torch.zeros(sum(sizes[n] for n in grad_names), dtype=m.types.torch_dtype, device=dev)
     spec = {name: (shape, dtype, per) for name, shape, dtype, per, _ in layout}
-    arrays, grads, views, grad_views, off = {}, {}, {}, {}, 0
+    fwd_names = [n for n, *_ in layout]
+    fwd = torch.empty(sum(sizes[n] for n in fwd_names), dtype=m.types.torch_dtype, device=dev)
+    arrays, views, off = {}, {}, 0
     for n in fwd_names:
         arrays[n], views[n] = _carve(fwd, off, *spec[n], m.device)
         off += sizes[n]
-    off = 0
+    if shared_grads is not None:
+        g = shared_grads
+        return StepData(
+            arrays=arrays, grads=g.grads, views=views, grad_views=g.grad_views, fwd_buffer=fwd,
+            grad_buffer=g.grad_buffer, grad_flat=g.grad_flat, fwd_cmds=[], adj_cmds=[],
+        )  # fmt: skip
+    grad_names = [n for n, *_, g in layout if g]
+    grad = torch.zeros(sum(sizes[n] for n in grad_names), dtype=m.types.torch_dtype, device=dev)
+    grads, grad_views, off = {}, {}, 0
     for n in grad_names:
         grads[n], grad_views[n] = _carve(grad, off, *spec[n], m.device)
         off += sizes[n]

@@ -25,7 +25,7 @@ def build(t: Types, has_jnt_pos: bool = True) -> SimpleNamespace:
     S, vec3, vec6, vec10, quat, mat33 = t.scalar, t.vec3, t.vec6, t.vec10, t.quat, t.mat33
     mod = dmath.module_name(t)
     mth = dmath.build(t)
-    spatial, quat_integrate = mth.spatial, mth.quat_integrate
+    spatial, quat_integrate, rotation, cinert_world = mth.spatial, mth.quat_integrate, mth.rotation, mth.cinert_world
     FREE = wp.constant(JNT_FREE)
     HINGE = wp.constant(JNT_HINGE)
 
@@ -122,7 +122,7 @@ def build(t: Types, has_jnt_pos: bool = True) -> SimpleNamespace:
                     pos = anchor - wp.quat_rotate(rot, jnt_pos[b])
             xpos_out[e, b] = pos
             xquat_out[e, b] = rot
-            R = wp.quat_to_matrix(rot)
+            R = rotation(rot)
             if jt == FREE:
                 for i in range(3):
                     lin = zero3
@@ -133,24 +133,6 @@ def build(t: Types, has_jnt_pos: bool = True) -> SimpleNamespace:
             elif jt == HINGE:
                 ax = R * jnt_axis[b]
                 cdof_out[e, d] = spatial(ax, wp.cross(anchor, ax))
-            # Spatial inertia about ref_pos: I_c = R Ib R^T (6 entries), + m (|c|^2 1 - c c^T), h = m c, m.
-            mass = body_mass[pm, b]
-            c = pos + R * body_ipos[pp, b]
-            A = R * body_inertia_mat[pi, b]
-            x = c[0]
-            y = c[1]
-            z = c[2]
-            cinert_out[e, b] = vec10(
-                wp.dot(A[0], R[0]) + mass * (y * y + z * z),
-                wp.dot(A[1], R[1]) + mass * (x * x + z * z),
-                wp.dot(A[2], R[2]) + mass * (x * x + y * y),
-                wp.dot(A[0], R[1]) - mass * x * y,
-                wp.dot(A[0], R[2]) - mass * x * z,
-                wp.dot(A[1], R[2]) - mass * y * z,
-                mass * x,
-                mass * y,
-                mass * z,
-                mass,
-            )
+            cinert_out[e, b] = cinert_world(pos, rot, body_mass[pm, b], body_ipos[pp, b], body_inertia_mat[pi, b])
 
     return SimpleNamespace(midpoint=midpoint, kinematics=kinematics)

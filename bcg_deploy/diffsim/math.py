@@ -27,7 +27,7 @@ def module_name(t: Types) -> str:
 
 @cache
 def build(t: Types) -> SimpleNamespace:
-    S, vec3, vec6, vec10, quat = t.scalar, t.vec3, t.vec6, t.vec10, t.quat
+    S, vec3, vec6, vec10, quat, mat33 = t.scalar, t.vec3, t.vec6, t.vec10, t.quat, t.mat33
     mod = module_name(t)
     small = S(_SMALL_HALF_ANGLE_SQ)
 
@@ -71,6 +71,76 @@ def build(t: Types) -> SimpleNamespace:
         return spatial(iw + wp.cross(h, u), c[9] * u - wp.cross(h, w))
 
     @wp.func(module=mod)
+    def rotation(q: quat) -> mat33:
+        """Rotation matrix of a unit quaternion (x, y, z, w)."""
+        x = q[0]
+        y = q[1]
+        z = q[2]
+        w = q[3]
+        one = S(1.0)
+        two = S(2.0)
+        return mat33(
+            one - two * (y * y + z * z), two * (x * y - z * w), two * (x * z + y * w),
+            two * (x * y + z * w), one - two * (x * x + z * z), two * (y * z - x * w),
+            two * (x * z - y * w), two * (y * z + x * w), one - two * (x * x + y * y),
+        )  # fmt: skip
+
+    @wp.func(module=mod)
+    def cinert_world(pos: vec3, rot: quat, mass: S, ipos: vec3, ib: mat33) -> vec10:
+        """Spatial inertia about the reference point of a body at ``pos`` (relative) with orientation
+        ``rot``: CoM c = pos + R ipos, I = R ib R^T + m (|c|^2 1 - c c^T), h = m c (``ib``: inertia
+        about the CoM in the body frame). Hand-written adjoint (pos, rot only) below."""
+        R = rotation(rot)
+        c = pos + R * ipos
+        A = R * ib
+        x = c[0]
+        y = c[1]
+        z = c[2]
+        return vec10(
+            wp.dot(A[0], R[0]) + mass * (y * y + z * z),
+            wp.dot(A[1], R[1]) + mass * (x * x + z * z),
+            wp.dot(A[2], R[2]) + mass * (x * x + y * y),
+            wp.dot(A[0], R[1]) - mass * x * y,
+            wp.dot(A[0], R[2]) - mass * x * z,
+            wp.dot(A[1], R[2]) - mass * y * z,
+            mass * x,
+            mass * y,
+            mass * z,
+            mass,
+        )
+
+    @wp.func_grad(cinert_world)
+    def adj_cinert_world(pos: vec3, rot: quat, mass: S, ipos: vec3, ib: mat33, adj_ret: vec10):
+        # G: symmetric matrix with <G, I> = sum_k adj_k I_k over the 6 stored entries of I.
+        half = S(0.5)
+        G = mat33(
+            adj_ret[0], half * adj_ret[3], half * adj_ret[4],
+            half * adj_ret[3], adj_ret[1], half * adj_ret[5],
+            half * adj_ret[4], half * adj_ret[5], adj_ret[2],
+        )  # fmt: skip
+        R = rotation(rot)
+        c = pos + R * ipos
+        # d<G, R ib R^T> = 2 <G R ib, dR>;  d<G, m(|c|^2 1 - c c^T)>/dc = 2 m (tr(G) c - G c);  h = m c.
+        adj_c = S(2.0) * mass * ((G[0, 0] + G[1, 1] + G[2, 2]) * c - G * c)
+        adj_c = adj_c + mass * vec3(adj_ret[6], adj_ret[7], adj_ret[8])
+        aR = S(2.0) * G * R * ib + wp.outer(adj_c, ipos)
+        wp.adjoint[pos] += adj_c
+        # Adjoint of ``rotation``: dL/dq = sum_ij aR_ij dR_ij/dq.
+        x = rot[0]
+        y = rot[1]
+        z = rot[2]
+        w = rot[3]
+        two = S(2.0)
+        gx = two * (y * (aR[0, 1] + aR[1, 0]) + z * (aR[0, 2] + aR[2, 0]) + w * (aR[2, 1] - aR[1, 2]))
+        gx = gx - S(4.0) * x * (aR[1, 1] + aR[2, 2])
+        gy = two * (x * (aR[0, 1] + aR[1, 0]) + z * (aR[1, 2] + aR[2, 1]) + w * (aR[0, 2] - aR[2, 0]))
+        gy = gy - S(4.0) * y * (aR[0, 0] + aR[2, 2])
+        gz = two * (x * (aR[0, 2] + aR[2, 0]) + y * (aR[1, 2] + aR[2, 1]) + w * (aR[1, 0] - aR[0, 1]))
+        gz = gz - S(4.0) * z * (aR[0, 0] + aR[1, 1])
+        gw = two * (x * (aR[2, 1] - aR[1, 2]) + y * (aR[0, 2] - aR[2, 0]) + z * (aR[1, 0] - aR[0, 1]))
+        wp.adjoint[rot] += quat(gx, gy, gz, gw)
+
+    @wp.func(module=mod)
     def quat_integrate(qt: quat, w: vec3, scale: S) -> quat:
         """``qt * exp(scale * w)``: rotate by the angle ``scale |w|`` about the LOCAL axis ``w``
         (MuJoCo's mju_quatIntegrate). Smooth (and differentiable) at ``w = 0``."""
@@ -93,4 +163,6 @@ def build(t: Types) -> SimpleNamespace:
         force_cross=force_cross,
         inert_mul=inert_mul,
         quat_integrate=quat_integrate,
+        rotation=rotation,
+        cinert_world=cinert_world,
     )

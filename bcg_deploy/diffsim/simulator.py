@@ -120,6 +120,7 @@ class Simulator:
         self._zero_frc = wp.zeros((1, self.nv), dtype=S, device=self.device)
         self._zero_gains = tuple(wp.zeros((1, self.nu), dtype=S, device=self.device) for _ in range(3))
         self._pool: list[StepData] = []
+        self._grad_owner: StepData | None = None  # owns the adjoint buffer shared by all leased steps
         self._live = 0
         self._generation = 0
         self._nograd_data: StepData | None = None
@@ -211,6 +212,7 @@ class Simulator:
             setattr(m, name, wp.array(a.astype(t.np_dtype), dtype=dtype, device=self.device))
         self._generation += 1
         self._pool.clear()
+        self._grad_owner = None
         self._nograd_data = None
         self._eval_data.clear()
 
@@ -234,7 +236,10 @@ class Simulator:
 
     def _new_data(self, num_envs: int, substeps: int, grad: bool) -> StepData:
         midpoint = self.cfg.bias_velocity == "midpoint"
-        d = make_step_data(self.model, num_envs, substeps, bias_midpoint=midpoint)
+        if grad and self._grad_owner is None:
+            self._grad_owner = make_step_data(self.model, num_envs, substeps, bias_midpoint=midpoint)
+        shared = self._grad_owner if grad else None
+        d = make_step_data(self.model, num_envs, substeps, bias_midpoint=midpoint, shared_grads=shared)
         integrator.record_step(
             self.model, self.kernels, d, self.cfg.physics_dt, self._zero_frc, self._zero_frc, grad,
             implicit_damping=self.cfg.pd_damping == "implicit", bias_midpoint=midpoint,
@@ -287,7 +292,10 @@ class Simulator:
             cmd.launch(stream)
 
     def _backward(self, d: StepData, grad_q, grad_qd):
-        d.grad_flat.zero_()
+        if self.torch_device.type == "cuda":
+            d.grad_buffer.zero_()  # on torch's stream, which the launches below also use
+        else:
+            d.grad_flat.zero_()
         gv = d.grad_views
         if grad_q is not None:
             gv["q"][-1].copy_(grad_q)
