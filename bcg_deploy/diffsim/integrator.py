@@ -27,7 +27,7 @@ from bcg_deploy.diffsim import kinematics as dkin
 from bcg_deploy.diffsim import math as dmath
 from bcg_deploy.diffsim import rne as drne
 from bcg_deploy.diffsim import solve as dsolve
-from bcg_deploy.diffsim.tape import Recorder, keep_outputs_on_replay
+from bcg_deploy.diffsim.tape import Recorder, ZeroCmd, keep_outputs_on_replay
 from bcg_deploy.diffsim.types import JNT_FREE, JNT_HINGE, Model, StepData, Types
 
 
@@ -320,7 +320,11 @@ def record_step(
     bias_midpoint: bool,
 ):
     """Record all substeps of ``d``: fills ``d.fwd_cmds`` and (if ``grad``) ``d.adj_cmds`` in reverse order.
-    ``qfrc_impulse`` is zero until the contact stage provides one (it is also the predictor's zero)."""
+    ``qfrc_impulse`` is zero until the contact stage provides one (it is also the predictor's zero).
+
+    The backward zeroes each substep's adjoints (its block and the adjoints of its input q, qd) just before
+    running that substep's adjoints; the caller sets the adjoints of the step's outputs and zeroes q_target's.
+    """
     substeps = d.q.shape[0] - 1
     rec = Recorder(m.device, d.q.shape[1], grad)
     for s in range(substeps):
@@ -328,5 +332,7 @@ def record_step(
             m, k, d, s, dt, rec, qfrc_applied, qfrc_impulse,
             implicit_damping=implicit_damping, bias_midpoint=bias_midpoint, qfrc_zero=qfrc_impulse,
         )  # fmt: skip
+        if grad:
+            rec.add_adjoint_only(ZeroCmd([d.grad_blocks[s], d.grads["q"][s], d.grads["qd"][s]]))
     d.fwd_cmds = rec.fwd
     d.adj_cmds = list(reversed(rec.adj))

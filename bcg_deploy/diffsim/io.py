@@ -205,12 +205,51 @@ def step_layout(
     ]
 
 
-def _carve(buffer: torch.Tensor, offset: int, shape: tuple, dtype: type, per: int, device: str):
-    """A Warp array and a torch view over ``buffer[offset:]`` (no copy; ``buffer`` must outlive both)."""
-    n = int(np.prod(shape)) * per
-    view = buffer[offset : offset + n].view(*shape, per) if per > 1 else buffer[offset : offset + n].view(*shape)
-    ptr = buffer.data_ptr() + offset * buffer.element_size()
-    return wp.array(ptr=ptr, shape=shape, dtype=dtype, device=device), view
+HEAD = ("q", "qd", "q_target")  # arrays without a per-substep leading dim of size S
+
+
+def _carve(buffer: torch.Tensor, offset: int, shape: tuple, dtype: type, per: int, device: str, lead_stride=None):
+    """A Warp array and a torch view over ``buffer`` starting at ``offset`` (scalars; no copy). With
+    ``lead_stride`` (scalars), the leading dim is strided (substep-major storage), the rest contiguous."""
+    inner = list(shape[1:]) if lead_stride is not None else list(shape)
+    inner_strides, acc = [], per
+    for n in reversed(inner):
+        inner_strides.insert(0, acc)
+        acc *= n
+    size = shape if per == 1 else (*shape, per)
+    if lead_stride is None:
+        strides = inner_strides
+    else:
+        strides = [lead_stride, *inner_strides]
+    view = buffer.as_strided(size, strides + ([1] if per > 1 else []), offset)
+    es = buffer.element_size()
+    arr = wp.array(
+        ptr=buffer.data_ptr() + offset * es, shape=shape, strides=tuple(x * es for x in strides), dtype=dtype,
+        device=device,
+    )  # fmt: skip
+    return arr, view
+
+
+def _allocate(layout: list, names: list, dtype: torch.dtype, device: str, zero: bool):
+    """One flat buffer: the HEAD arrays first, then one contiguous block per substep holding that
+    substep's slice of every other array. Returns (buffer, arrays, views, block offsets, block size)."""
+    spec = {n: (shape, wdt, per) for n, shape, wdt, per, _ in layout}
+    head = [n for n in names if n in HEAD]
+    body = [n for n in names if n not in HEAD]
+    substeps = spec[body[0]][0][0] if body else 0
+    head_size = sum(int(np.prod(spec[n][0])) * spec[n][2] for n in head)
+    per_sub = {n: int(np.prod(spec[n][0][1:])) * spec[n][2] for n in body}
+    block = sum(per_sub.values())
+    total = head_size + substeps * block
+    buf = (torch.zeros if zero else torch.empty)(total, dtype=dtype, device=torch.device(device))
+    arrays, views, off = {}, {}, 0
+    for n in head:
+        arrays[n], views[n] = _carve(buf, off, *spec[n], device)
+        off += int(np.prod(spec[n][0])) * spec[n][2]
+    for n in body:
+        arrays[n], views[n] = _carve(buf, off, *spec[n], device, lead_stride=block)
+        off += per_sub[n]
+    return buf, arrays, views, head_size, block
 
 
 def make_step_data(
@@ -218,38 +257,34 @@ def make_step_data(
 ) -> StepData:
     """Allocate one control step's arrays in two flat torch buffers (forward values and adjoints).
 
-    One buffer each means one allocation per step and one memset to reset all adjoints. The adjoints
-    are only live during the step's backward call (its input adjoints are copied out at its end), so
-    steps may share them: ``shared_grads`` (a StepData of the same layout) lends its adjoint buffer,
-    which halves the tape's memory and keeps the adjoints in cache from one step's backward to the next.
-    ``qLD`` has no adjoint.
+    Storage is substep-major (all arrays of substep s are one contiguous block), so a substep's kernels
+    touch one region and its adjoints can be zeroed with one memset just before its backward (see
+    ``integrator.record_step``). The adjoints are only live during the step's backward call (its input
+    adjoints are copied out at its end), so steps may share them: ``shared_grads`` (a StepData of the
+    same layout) lends its adjoint buffer, which halves the tape's memory and keeps the adjoints in
+    cache from one step's backward to the next. ``qLD`` has no adjoint.
     """
     layout = step_layout(m, num_envs, substeps, bias_midpoint)
-    dev = torch.device(m.device)
-    sizes = {name: int(np.prod(shape)) * per for name, shape, _, per, _ in layout}
-    spec = {name: (shape, dtype, per) for name, shape, dtype, per, _ in layout}
-    fwd_names = [n for n, *_ in layout]
-    fwd = torch.empty(sum(sizes[n] for n in fwd_names), dtype=m.types.torch_dtype, device=dev)
-    arrays, views, off = {}, {}, 0
-    for n in fwd_names:
-        arrays[n], views[n] = _carve(fwd, off, *spec[n], m.device)
-        off += sizes[n]
+    tdt, dev = m.types.torch_dtype, m.device
+    fwd, arrays, views, _, _ = _allocate(layout, [n for n, *_ in layout], tdt, dev, zero=False)
     if shared_grads is not None:
         g = shared_grads
         return StepData(
             arrays=arrays, grads=g.grads, views=views, grad_views=g.grad_views, fwd_buffer=fwd,
-            grad_buffer=g.grad_buffer, grad_flat=g.grad_flat, fwd_cmds=[], adj_cmds=[],
+            grad_buffer=g.grad_buffer, grad_flat=g.grad_flat, grad_blocks=g.grad_blocks, fwd_cmds=[], adj_cmds=[],
         )  # fmt: skip
-    grad_names = [n for n, *_, g in layout if g]
-    grad = torch.zeros(sum(sizes[n] for n in grad_names), dtype=m.types.torch_dtype, device=dev)
-    grads, grad_views, off = {}, {}, 0
-    for n in grad_names:
-        grads[n], grad_views[n] = _carve(grad, off, *spec[n], m.device)
-        off += sizes[n]
-    # Warp's memset, not torch's zero_(): torch splits a large fill over its intra-op threads, which on a
+    names = [n for n, *_, has_grad in layout if has_grad]
+    grad, grads, grad_views, head, block = _allocate(layout, names, tdt, dev, zero=True)
+    S = m.types.scalar
+    # Warp memsets, not torch's zero_(): torch splits a large fill over its intra-op threads, which on a
     # shared 2-core machine measured 0.25-8 ms instead of 7 us.
-    grad_flat = wp.array(ptr=grad.data_ptr(), shape=(grad.numel(),), dtype=m.types.scalar, device=m.device)
+    grad_flat = wp.array(ptr=grad.data_ptr(), shape=(grad.numel(),), dtype=S, device=dev)
+    es = grad.element_size()
+    blocks = [
+        wp.array(ptr=grad.data_ptr() + (head + s * block) * es, shape=(block,), dtype=S, device=dev)
+        for s in range(substeps)
+    ]
     return StepData(
         arrays=arrays, grads=grads, views=views, grad_views=grad_views, fwd_buffer=fwd, grad_buffer=grad,
-        grad_flat=grad_flat, fwd_cmds=[], adj_cmds=[],
+        grad_flat=grad_flat, grad_blocks=blocks, fwd_cmds=[], adj_cmds=[],
     )  # fmt: skip

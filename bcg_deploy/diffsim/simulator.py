@@ -292,15 +292,14 @@ class Simulator:
             cmd.launch(stream)
 
     def _backward(self, d: StepData, grad_q, grad_qd):
-        if self.torch_device.type == "cuda":
-            d.grad_buffer.zero_()  # on torch's stream, which the launches below also use
-        else:
-            d.grad_flat.zero_()
+        # The recorded adjoint sequence zeroes each substep's adjoints itself (integrator.record_step).
         gv = d.grad_views
-        if grad_q is not None:
-            gv["q"][-1].copy_(grad_q)
-        if grad_qd is not None:
-            gv["qd"][-1].copy_(grad_qd)
+        gv["q_target"].zero_()
+        for name, g in (("q", grad_q), ("qd", grad_qd)):
+            if g is None:
+                gv[name][-1].zero_()
+            else:
+                gv[name][-1].copy_(g)
         stream = self._stream()
         for cmd in d.adj_cmds:
             cmd.launch(stream)

@@ -48,6 +48,25 @@ def launch_cmd(kernel, dim, inputs, outputs, device, adj_inputs=None, adj_output
     )  # fmt: skip
 
 
+class ZeroCmd:
+    """A recorded "zero these adjoint arrays" command with the ``launch(stream)`` interface.
+
+    On CPU a Warp memset (captured into graphs); on CUDA torch's ``zero_`` on the current torch stream,
+    the stream the simulator launches on."""
+
+    def __init__(self, arrays: list):
+        self.arrays = arrays
+        self.views = [wp.to_torch(a) for a in arrays]
+
+    def launch(self, stream=None) -> None:
+        if stream is None:
+            for a in self.arrays:
+                a.zero_()
+        else:
+            for v in self.views:
+                v.zero_()
+
+
 class Recorder:
     """Collects forward launches and (when ``grad``) their adjoint launches, in launch order."""
 
@@ -60,3 +79,9 @@ class Recorder:
         self.fwd.append(launch_cmd(kernel, self.dim, inputs, outputs, self.device))
         if self.grad:
             self.adj.append(launch_cmd(kernel, self.dim, inputs, outputs, self.device, adj_inputs, adj_outputs))
+
+    def add_adjoint_only(self, cmd) -> None:
+        """A command of the backward pass only (runs, after reversal, before the adjoints recorded so far
+        for the current substep)."""
+        if self.grad:
+            self.adj.append(cmd)

@@ -156,6 +156,7 @@ class StepData:
     fwd_buffer: torch.Tensor  # flat storage of all forward arrays
     grad_buffer: torch.Tensor  # flat storage of all adjoints
     grad_flat: wp.array  # the same memory as a Warp array: ``grad_flat.zero_()`` resets all adjoints
+    grad_blocks: list  # per substep: a flat Warp array over that substep's adjoint block
     fwd_cmds: list  # recorded Warp launches of the forward pass, in order
     adj_cmds: list  # recorded adjoint launches, already in reverse order
 
