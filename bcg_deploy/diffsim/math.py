@@ -70,21 +70,26 @@ def build(t: Types) -> SimpleNamespace:
         )
         return spatial(iw + wp.cross(h, u), c[9] * u - wp.cross(h, w))
 
-    @wp.func_grad(inert_mul)
-    def adj_inert_mul(c: vec10, v: vec6, adj_ret: vec6):
-        # The spatial inertia is symmetric: adj_v = I adj_ret. For I: adj of I w is adj_top w^T
-        # (symmetrised on the 6 stored entries), of h is u x adj_top - w x adj_bottom, of m is adj_bottom . u.
+    @wp.func(module=mod)
+    def inert_mul_adj_inertia(adj_ret: vec6, v: vec6) -> vec10:
+        """Adjoint of inert_mul(c, v) with respect to c: for I w it is adj_top w^T (symmetrised on the 6
+        stored entries), for h it is u x adj_top - w x adj_bottom, for m it is adj_bottom . u."""
         w = top(v)
         u = bottom(v)
         at = top(adj_ret)
         ab = bottom(adj_ret)
-        wp.adjoint[v] += inert_mul(c, adj_ret)
         ah = wp.cross(u, at) - wp.cross(w, ab)
-        wp.adjoint[c] += vec10(
+        return vec10(
             at[0] * w[0], at[1] * w[1], at[2] * w[2],
             at[0] * w[1] + at[1] * w[0], at[0] * w[2] + at[2] * w[0], at[1] * w[2] + at[2] * w[1],
             ah[0], ah[1], ah[2], wp.dot(ab, u),
         )  # fmt: skip
+
+    @wp.func_grad(inert_mul)
+    def adj_inert_mul(c: vec10, v: vec6, adj_ret: vec6):
+        # The spatial inertia is symmetric: adj_v = I adj_ret.
+        wp.adjoint[v] += inert_mul(c, adj_ret)
+        wp.adjoint[c] += inert_mul_adj_inertia(adj_ret, v)
 
     @wp.func(module=mod)
     def rotation(q: quat) -> mat33:
@@ -178,6 +183,7 @@ def build(t: Types) -> SimpleNamespace:
         motion_cross=motion_cross,
         force_cross=force_cross,
         inert_mul=inert_mul,
+        inert_mul_adj_inertia=inert_mul_adj_inertia,
         quat_integrate=quat_integrate,
         rotation=rotation,
         cinert_world=cinert_world,
