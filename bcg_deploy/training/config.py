@@ -44,6 +44,8 @@ class SimCfg:
     """Contact smoothing stiffness (1/m): 300 stiff/deployable, 50-100 soft."""
     dtype: Literal["float32", "float64"] = "float32"
     """Simulator and network precision."""
+    gravity: bool = True
+    """Gravity on (False: a floating robot; for debugging the learning loop without contact)."""
 
 
 @dataclass

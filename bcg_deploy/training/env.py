@@ -438,6 +438,8 @@ def make_simulator(cfg: TrainConfig, robot: RobotSpec, device: torch.device) -> 
     fields = getattr(SimConfig, "__dataclass_fields__", {})
     if "kappa" in fields:
         kwargs["kappa"] = cfg.sim.kappa
+    if "gravity" in fields:
+        kwargs["gravity"] = cfg.sim.gravity
     return Simulator(robot, SimConfig(**kwargs))
 
 
