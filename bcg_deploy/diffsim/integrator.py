@@ -5,13 +5,28 @@ One physics substep (METHOD.md section 2) is two kernels, one thread per env:
                      PD torques, CRB mass matrix (+ armature, + dt kd if implicit PD damping),
                      qfrc_smooth = tau - bias                                           [Warp autodiff]
                      and qLD = L^T D L of qM                                             [forward only]
-  -- contact stage slot: kernels that read xpos/xquat/cdof/ref_pos/qLD/qfrc_smooth/qd of the substep and
-     write qfrc_impulse = Jc^T p (N s); their adjoints add into the adjoints of what they read. --
+  -- contact stage slot (see "Contact plug-in" below) --
   ``update_kernel``  dqd = M^-1 (dt qfrc_smooth + qfrc_impulse), qd+ = qd + dqd         [hand adjoint]
                      q+ = q + dt (qd + qd+)/2, the free quaternion rotated by the averaged local
                      angular velocity and renormalised                                   [Warp autodiff]
 Launches are recorded once per ``StepData`` (``wp.launch(record_cmd=True)``); the adjoint launches, in
 reverse order, are the tape of the control step. The simulator replays both (on CPU as captured graphs).
+
+Contact plug-in (between the two kernels of ``record_substep``, recorded with ``rec.add(kernel, inputs,
+outputs, adj_inputs, adj_outputs)`` so that their adjoints replay in reverse automatically):
+  - read, for substep s: ``d.ref_pos[s]`` [E] (world position of the base at q_mid; a point's world height
+    is ref_pos.z + its relative z), ``d.xpos[s]``/``d.xquat[s]`` [E, NB] (body frames, origin relative to
+    ref_pos), ``d.cdof[s]`` [E, NV] (dof axes about ref_pos: the world velocity Jacobian column of dof j at
+    a point p (relative to ref_pos) on a body it moves is lin_j + ang_j x p), ``d.qLD[s]`` (L^T D L of M,
+    incl. armature and implicit PD damping; ``solve.build(t).ldl_solve`` applies M^-1), ``d.qd[s]`` and the
+    smooth force the update uses (``qfrc_smooth``, or ``qfrc_smooth_mid`` with bias_velocity="midpoint");
+  - write ``qfrc_impulse`` = Jc^T p [S, E, NV] (N s), declared in ``io.step_layout`` (then it is stored
+    substep-major and its adjoint is zeroed per substep with the rest), and pass ``d.qfrc_impulse[s]`` and
+    ``d.grads["qfrc_impulse"][s]`` as ``qfrc_impulse``/``adj_qfrc_impulse`` (the update's adjoint adds
+    M^-1 adj_qd+ into it);
+  - differentiate uses of M^-1 by hand like ``solve.py``: adj_b += M^-1 adj_x and adj_M -= sym(adj_b x^T),
+    accumulated into ``d.grads["qM"][s]`` (the array the update's adjoint and Warp's adjoint of the mass
+    matrix share), never through the factorisation.
 """
 
 # No ``from __future__ import annotations``: Warp reads the (closure) type annotations at definition.
@@ -263,11 +278,13 @@ def record_substep(
     implicit_damping: bool = False,
     bias_midpoint: bool = False,
     qfrc_zero: wp.array | None = None,
+    adj_qfrc_impulse: wp.array | None = None,
 ) -> None:
     """Record the launches of substep ``s`` of ``d`` (see the module docstring for the stages).
 
     ``gains`` replaces (kp, kd, effort) (the oracle helpers pass zeros); ``h`` replaces dt/2 (0 evaluates
-    the dynamics at q itself). ``qfrc_applied`` [*, NV] and ``qfrc_impulse`` [*, NV] are not differentiated.
+    the dynamics at q itself). ``qfrc_applied`` [*, NV] is not differentiated; ``qfrc_impulse`` [*, NV] is
+    when ``adj_qfrc_impulse`` (its adjoint array, same shape) is given.
     ``implicit_damping`` adds dt kd of the unsaturated PD joints to M (see ``actuation``);
     ``bias_midpoint`` evaluates the velocity-dependent forces at the predicted midpoint velocity
     (``midpoint_bias_kernel``; ``d`` must have the ``*_mid`` arrays, see ``io.step_layout``); its
@@ -304,7 +321,7 @@ def record_substep(
     if g is None:
         rec.add(k.update_kernel, uargs, uouts)
     else:
-        adj_ins = [None, None, None, g["q"][s], g["qd"][s], None, g["qM"][s], g[smooth][s], None, None]
+        adj_ins = [None, None, None, g["q"][s], g["qd"][s], None, g["qM"][s], g[smooth][s], adj_qfrc_impulse, None]
         rec.add(k.update_kernel, uargs, uouts, adj_ins, [g["dqd"][s], g["qd"][s + 1], g["q"][s + 1]])
 
 
