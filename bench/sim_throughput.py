@@ -6,7 +6,8 @@ Figures are env-substeps per second (one physics step of one env). Ours: ``Simul
 substeps per call) without gradient ("forward"), and with a backward pass through a window of
 chained control steps ("forward+backward", the time of both passes). MuJoCo: ``mujoco.rollout``
 (one thread) of the same MJCF without floor, contacts and constraints disabled, with its position
-actuators (the PD) held at the default pose. Our CPU kernels run one thread, so both are per core.
+actuators (the PD) held at the default pose, with the MJCF's integrator (implicitfast; the ratios use
+this one) and with Euler (cheaper; reported too). Our CPU kernels run one thread, so all are per core.
 Each figure is the best of ``--repeats`` timings (other processes share the machine); the median is
 recorded too. Writes JSON with the ratios; prints ``name.metric: value`` lines.
 """
@@ -50,9 +51,11 @@ def _initial_state(robot, num_envs: int, seed: int = 0) -> tuple[np.ndarray, np.
     return q, qd
 
 
-def bench_mujoco(robot, num_envs: int, steps: int, repeats: int) -> dict:
+def bench_mujoco(robot, num_envs: int, steps: int, repeats: int, euler: bool = False) -> dict:
     m = robot.load_model(scene=False)
     m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT | mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
+    if euler:
+        m.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
     d = mujoco.MjData(m)
     q, qd = _initial_state(robot, num_envs)
     spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
@@ -137,11 +140,14 @@ def main() -> None:
         control_steps = max(args.window, args.env_substeps // (4 * num_envs) // args.window * args.window)
         ours = bench_ours(robot, num_envs, args.device, args.dtype, control_steps, args.window, args.repeats)
         mj = bench_mujoco(robot, num_envs, max(16, args.env_substeps // num_envs), args.repeats)
+        mj_euler = bench_mujoco(robot, num_envs, max(16, args.env_substeps // num_envs), args.repeats, euler=True)
         row = {
             "num_envs": num_envs,
             "control_steps": control_steps,
             "ours": ours,
             "mujoco": mj,
+            "mujoco_euler": mj_euler,
+            "ratio_forward_vs_mujoco_euler": ours["forward_env_substeps_per_s"] / mj_euler["env_substeps_per_s"],
             "ratio_forward_vs_mujoco": ours["forward_env_substeps_per_s"] / mj["env_substeps_per_s"],
             "ratio_forward_backward_time_vs_forward": ours["forward_env_substeps_per_s"]
             / ours["forward_backward_env_substeps_per_s"],
@@ -150,6 +156,7 @@ def main() -> None:
         for k in ("forward_env_substeps_per_s", "forward_backward_env_substeps_per_s"):
             print(f"E{num_envs}.ours.{k}: {ours[k]:.0f}")
         print(f"E{num_envs}.mujoco.env_substeps_per_s: {mj['env_substeps_per_s']:.0f}")
+        print(f"E{num_envs}.mujoco_euler.env_substeps_per_s: {mj_euler['env_substeps_per_s']:.0f}")
         print(f"E{num_envs}.ratio_forward_vs_mujoco: {row['ratio_forward_vs_mujoco']:.2f}")
         print(
             f"E{num_envs}.ratio_forward_backward_time_vs_forward: {row['ratio_forward_backward_time_vs_forward']:.2f}"

@@ -143,8 +143,15 @@ class Simulator:
 
     @property
     def live_steps(self) -> int:
-        """Control steps whose buffers are held by live autograd graphs (freed with the graph)."""
+        """Control steps whose buffers are held by live autograd graphs (released with the graph)."""
         return self._live
+
+    def release_buffers(self) -> None:
+        """Free the idle per-step buffers kept for reuse (a released step's buffers stay pooled, up to
+        ``SimConfig.max_idle_buffers``, since reallocating and re-recording them costs milliseconds)."""
+        self._pool.clear()
+        if self._live == 0:
+            self._grad_owner = None
 
     def step(self, q: torch.Tensor, qd: torch.Tensor, q_target: torch.Tensor) -> SimState:
         """One control step (``substeps`` x ``physics_dt``) with PD targets held; differentiable in all inputs.

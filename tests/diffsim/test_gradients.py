@@ -113,6 +113,8 @@ def test_step_buffers_are_released_with_the_graph():
     del loss
     gc.collect()
     assert sim.live_steps == before
+    sim.release_buffers()
+    assert not sim._pool
 
 
 @pytest.mark.parametrize("which", ["q", "qd"])
