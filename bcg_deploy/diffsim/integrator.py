@@ -37,6 +37,7 @@ from types import SimpleNamespace
 import warp as wp
 
 from bcg_deploy.diffsim import actuation as dact
+from bcg_deploy.diffsim import contact as dcontact
 from bcg_deploy.diffsim import inertia as dinertia
 from bcg_deploy.diffsim import kinematics as dkin
 from bcg_deploy.diffsim import math as dmath
@@ -279,6 +280,7 @@ def record_substep(
     bias_midpoint: bool = False,
     qfrc_zero: wp.array | None = None,
     adj_qfrc_impulse: wp.array | None = None,
+    contact: tuple | None = None,
 ) -> None:
     """Record the launches of substep ``s`` of ``d`` (see the module docstring for the stages).
 
@@ -289,6 +291,8 @@ def record_substep(
     ``bias_midpoint`` evaluates the velocity-dependent forces at the predicted midpoint velocity
     (``midpoint_bias_kernel``; ``d`` must have the ``*_mid`` arrays, see ``io.step_layout``); its
     predictor uses ``qfrc_zero`` (a zero [1, NV] array) as impulse.
+    ``contact`` = (contact kernels, ``contact.ContactModel``) records the contact stage, whose
+    ``d.qfrc_impulse[s]`` then replaces ``qfrc_impulse``.
     """
     S = m.types.scalar
     g = d.grads if rec.grad else None
@@ -315,6 +319,10 @@ def record_substep(
             adj_ins = [None] * len(bargs) + [g["q_mid"][s], g["qd"][s], g["q_target"], None, g["cinert"][s]]
             adj_ins += [g["cdof"][s], None, g["qM"][s], g["qfrc_smooth"][s], None, None, None]
             rec.add(k.midpoint_bias_kernel, bargs + bins, bouts, adj_ins, [g[n][s] for n in _MIDPOINT_OUT])
+    if contact is not None:
+        dcontact.record_contact(m, contact[0], contact[1], d, s, dt, rec, smooth)
+        qfrc_impulse = d.qfrc_impulse[s]
+        adj_qfrc_impulse = g["qfrc_impulse"][s] if g is not None else None
     uargs = [m.body_jnttype, m.body_qposadr, m.body_dofadr, d.q[s], d.qd[s], d.qLD[s], d.qM[s]]
     uargs += [getattr(d, smooth)[s], qfrc_impulse, S(dt)]
     uouts = [d.dqd[s], d.qd[s + 1], d.q[s + 1]]
@@ -335,6 +343,7 @@ def record_step(
     grad: bool,
     implicit_damping: bool,
     bias_midpoint: bool,
+    contact: tuple | None = None,
 ):
     """Record all substeps of ``d``: fills ``d.fwd_cmds`` and (if ``grad``) ``d.adj_cmds`` in reverse order.
     ``qfrc_impulse`` is zero until the contact stage provides one (it is also the predictor's zero).
@@ -348,6 +357,7 @@ def record_step(
         record_substep(
             m, k, d, s, dt, rec, qfrc_applied, qfrc_impulse,
             implicit_damping=implicit_damping, bias_midpoint=bias_midpoint, qfrc_zero=qfrc_impulse,
+            contact=contact,
         )  # fmt: skip
         if grad:
             rec.add_adjoint_only(ZeroCmd([d.grad_blocks[s], d.grads["q"][s], d.grads["qd"][s]]))

@@ -170,14 +170,15 @@ def put_model(mjm: mujoco.MjModel, robot: RobotSpec, t: Types, device: str, grav
 
 
 def step_layout(
-    m: Model, num_envs: int, substeps: int, bias_midpoint: bool = False
+    m: Model, num_envs: int, substeps: int, bias_midpoint: bool = False, extra_layout: tuple = ()
 ) -> list[tuple[str, tuple, type, int, bool]]:
     """(name, shape, warp dtype, scalars per element, has adjoint) of every ``StepData`` array; with
-    ``bias_midpoint`` also the arrays of the predicted-midpoint-velocity pass (``*_pred``, ``*_mid``)."""
+    ``bias_midpoint`` also the arrays of the predicted-midpoint-velocity pass (``*_pred``, ``*_mid``);
+    ``extra_layout`` adds further stages' arrays (the contact stage's, ``contact.contact_layout``)."""
     t, E, S, nb, nv = m.types, num_envs, substeps, m.nbody, m.nv
-    extra = []
+    extra = list(extra_layout)
     if bias_midpoint:
-        extra = [(n, (S, E, nv), t.scalar, 1, True) for n in ("dqd_pred", "qd_pred")]
+        extra += [(n, (S, E, nv), t.scalar, 1, True) for n in ("dqd_pred", "qd_pred")]
         extra += [(n, (S, E, nb), t.vec6, 6, True) for n in ("cvel_mid", "cacc_mid", "cfrc_mid")]
         extra += [(n, (S, E, nv), t.scalar, 1, True) for n in ("qfrc_bias_mid", "qfrc_actuator_mid")]
         extra += [(n, (S, E, nv), t.scalar, 1, True) for n in ("qfrc_smooth_mid", "dof_damping_mid")]
@@ -253,7 +254,12 @@ def _allocate(layout: list, names: list, dtype: torch.dtype, device: str, zero: 
 
 
 def make_step_data(
-    m: Model, num_envs: int, substeps: int, bias_midpoint: bool = False, shared_grads: StepData | None = None
+    m: Model,
+    num_envs: int,
+    substeps: int,
+    bias_midpoint: bool = False,
+    shared_grads: StepData | None = None,
+    extra_layout: tuple = (),
 ) -> StepData:
     """Allocate one control step's arrays in two flat torch buffers (forward values and adjoints).
 
@@ -264,7 +270,7 @@ def make_step_data(
     same layout) lends its adjoint buffer, which halves the tape's memory and keeps the adjoints in
     cache from one step's backward to the next. ``qLD`` has no adjoint.
     """
-    layout = step_layout(m, num_envs, substeps, bias_midpoint)
+    layout = step_layout(m, num_envs, substeps, bias_midpoint, extra_layout)
     tdt, dev = m.types.torch_dtype, m.device
     fwd, arrays, views, _, _ = _allocate(layout, [n for n, *_ in layout], tdt, dev, zero=False)
     if shared_grads is not None:

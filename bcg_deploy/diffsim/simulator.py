@@ -19,6 +19,7 @@ import numpy as np
 import torch
 import warp as wp
 
+from bcg_deploy.diffsim import contact as dcontact
 from bcg_deploy.diffsim import integrator
 from bcg_deploy.diffsim.io import inertia_matrices, make_step_data, put_model
 from bcg_deploy.diffsim.solve import tree_key
@@ -40,11 +41,16 @@ class SimConfig:
         substeps: physics substeps per control step (the action is held over them).
         gravity: include the MJCF's gravity (False: zero gravity).
         pd_damping: "explicit" (METHOD.md: tau = kp (q_target - q) - kd qd at the substep's start velocity)
-            or "implicit" (the kd term acts on the new velocity: dt kd is added to M's diagonal for the
-            unsaturated joints, as MuJoCo's implicitfast does). Contact solves use the same M.
+            or "implicit" (default; the kd term acts on the new velocity: dt kd is added to M's diagonal for the
+            unsaturated joints, as MuJoCo's implicitfast does; docs/decisions.md D1). Contact solves use
+            the same M.
         bias_velocity: "start" (METHOD.md: bias and PD damping at (q_mid, qd), a first-order scheme) or
             "midpoint" (they are re-evaluated at the predicted midpoint velocity
             qd + (dt/2) M^-1 qfrc_smooth(q_mid, qd): second order, one more RNE pass and solve per substep).
+        contact: simulate the foot contact spheres against the ground plane z = 0 (METHOD.md section 2).
+        kappa: contact stiffness of the smoothing s(d) = 1 / (1 + exp(-kappa d)) (1/m).
+        contact_iterations: projected Gauss-Seidel sweeps of the contact solve.
+        friction: Coulomb friction coefficient (all envs; per env with ``set_env_params(friction=...)``).
         max_idle_buffers: per-step buffer sets kept for reuse after their autograd graph is freed.
         graphs: on CPU, replay each step's launches as a captured Warp graph (APIC; cuts the per-launch
             Python cost, which dominates for small E). CUDA uses the recorded launches.
@@ -56,8 +62,12 @@ class SimConfig:
     physics_dt: float = 0.005
     substeps: int = 4
     gravity: bool = True
-    pd_damping: str = "explicit"
+    pd_damping: str = "implicit"
     bias_velocity: str = "start"
+    contact: bool = True
+    kappa: float = 300.0
+    contact_iterations: int = 10
+    friction: float = 1.0
     max_idle_buffers: int = 64
     graphs: bool = True
 
@@ -69,10 +79,18 @@ class SimState:
     q: [E, 36] base position (world, m), base quaternion (w x y z), 29 hinge angles (rad).
     qd: [E, 35] base linear velocity (world frame, m/s), base angular velocity (base frame, rad/s),
         29 hinge rates (rad/s).
+    With contact (not differentiable; None without contact):
+    contact_depth: [E, NC] penetration of each foot sphere at the last substep's midpoint (m, > 0 inside).
+    contact_impulse: [E, NC] normal impulse of each sphere in the last substep (N s).
+    foot_force: [E, 2] per foot (RobotSpec.foot_bodies order) normal force, impulse / dt summed over the
+        foot's spheres, max over the substeps (N): the BCG trigger.
     """
 
     q: torch.Tensor
     qd: torch.Tensor
+    contact_depth: torch.Tensor | None = None
+    contact_impulse: torch.Tensor | None = None
+    foot_force: torch.Tensor | None = None
 
 
 def _dtype_name(dtype) -> str:
@@ -92,7 +110,7 @@ class _Lease:
 
 
 class Simulator:
-    """Batched, differentiable Moreau-midpoint simulator of a RobotSpec's MJCF (no contact yet)."""
+    """Batched, differentiable Moreau-midpoint simulator of a RobotSpec's MJCF with smoothed foot contact."""
 
     def __init__(self, robot: RobotSpec, cfg: SimConfig | None = None):
         cfg = cfg or SimConfig()
@@ -103,6 +121,11 @@ class Simulator:
             )
         if cfg.pd_damping not in ("explicit", "implicit"):
             raise BcgdError(f"SimConfig.pd_damping: expected 'explicit' or 'implicit', got {cfg.pd_damping!r}")
+        if cfg.contact and not (cfg.kappa > 0 and cfg.contact_iterations >= 0 and cfg.friction >= 0):
+            raise BcgdError(
+                f"SimConfig: kappa must be > 0, contact_iterations >= 0, friction >= 0; got {cfg.kappa}, "
+                f"{cfg.contact_iterations}, {cfg.friction}"
+            )
         if cfg.bias_velocity not in ("start", "midpoint"):
             raise BcgdError(f"SimConfig.bias_velocity: expected 'start' or 'midpoint', got {cfg.bias_velocity!r}")
         wp.init()
@@ -119,6 +142,19 @@ class Simulator:
         S = self.types.scalar
         self._zero_frc = wp.zeros((1, self.nv), dtype=S, device=self.device)
         self._zero_gains = tuple(wp.zeros((1, self.nu), dtype=S, device=self.device) for _ in range(3))
+        self.contact = None
+        self._contact_layout: tuple = ()
+        if cfg.contact:
+            self.contact = dcontact.put_contact_model(
+                self.mjm, robot, self.types, self.device, cfg.num_envs, cfg.kappa, cfg.contact_iterations, cfg.friction
+            )
+            nc = self.contact.num_contacts
+            self._contact_kernels = dcontact.build(self.types, nc)
+            self._contact_layout = tuple(
+                dcontact.contact_layout(self.types, cfg.num_envs, cfg.substeps, nc, self.nv, cfg.contact_iterations)
+            )
+            self._foot_index = torch.as_tensor(self.contact.con_foot, device=self.torch_device)
+        self._warm: set[str] = set()  # command lists run once, so that their modules are loaded
         self._pool: list[StepData] = []
         self._grad_owner: StepData | None = None  # owns the adjoint buffer shared by all leased steps
         self._live = 0
@@ -164,9 +200,10 @@ class Simulator:
         if not needs_grad:
             d = self._nograd()
             self._forward(d, q, qd, q_target)
-            return SimState(d.views["q"][-1].clone(), d.views["qd"][-1].clone())
-        q_out, qd_out = _StepFunction.apply(self, q, qd, q_target)
-        return SimState(q_out, qd_out)
+            return SimState(d.views["q"][-1].clone(), d.views["qd"][-1].clone(), **self._contact_outputs(d))
+        info: dict = {}
+        q_out, qd_out = _StepFunction.apply(self, q, qd, q_target, info)
+        return SimState(q_out, qd_out, **info)
 
     def mass_matrix(self, q: torch.Tensor) -> torch.Tensor:
         """Joint-space mass matrix M(q) [B, NV, NV] including armature (not differentiable)."""
@@ -195,9 +232,13 @@ class Simulator:
 
         Supported: act_kp, act_kd, act_effort [.., NU]; dof_armature [.., NV]; body_mass [.., NB];
         body_ipos [.., NB, 3] (CoM in the body frame, m); body_inertia [.., NB, 3] (principal moments about
-        the CoM along MuJoCo's body_iquat axes, kg m^2). Buffers recorded with the old values are dropped.
+        the CoM along MuJoCo's body_iquat axes, kg m^2); friction [E] or scalar (contact Coulomb coefficient).
+        Buffers recorded with the old values are dropped.
         """
         t, m = self.types, self.model
+        if "friction" in params:
+            params = dict(params)
+            self._set_friction(params.pop("friction"))
         shapes = {
             "act_kp": (m.nu,), "act_kd": (m.nu,), "act_effort": (m.nu,), "dof_armature": (m.nv,),
             "body_mass": (m.nbody,), "body_ipos": (m.nbody, 3), "body_inertia": (m.nbody, 3),
@@ -226,6 +267,14 @@ class Simulator:
     # ----------------------------------------------------------------------------------------------
     # Internals
     # ----------------------------------------------------------------------------------------------
+    def _set_friction(self, value) -> None:
+        if self.contact is None:
+            raise BcgdError("set_env_params: friction needs SimConfig.contact=True")
+        a = np.asarray(value.detach().cpu() if isinstance(value, torch.Tensor) else value, dtype=np.float64).reshape(-1)
+        if a.shape[0] not in (1, self.cfg.num_envs) or not np.all(np.isfinite(a)) or np.any(a < 0):
+            raise BcgdError(f"set_env_params: friction needs 1 or {self.cfg.num_envs} finite values >= 0, got {a}")
+        self.contact.mu = wp.array(a.astype(self.types.np_dtype), dtype=self.types.scalar, device=self.device)
+
     def _batch(self, x, n: int, name: str) -> torch.Tensor:
         x = torch.as_tensor(x).to(device=self.torch_device, dtype=self.types.torch_dtype)
         if x.dim() != 2 or x.shape[1] != n:
@@ -243,13 +292,15 @@ class Simulator:
 
     def _new_data(self, num_envs: int, substeps: int, grad: bool) -> StepData:
         midpoint = self.cfg.bias_velocity == "midpoint"
+        extra = self._contact_layout
         if grad and self._grad_owner is None:
-            self._grad_owner = make_step_data(self.model, num_envs, substeps, bias_midpoint=midpoint)
+            self._grad_owner = make_step_data(self.model, num_envs, substeps, midpoint, extra_layout=extra)
         shared = self._grad_owner if grad else None
-        d = make_step_data(self.model, num_envs, substeps, bias_midpoint=midpoint, shared_grads=shared)
+        d = make_step_data(self.model, num_envs, substeps, midpoint, shared_grads=shared, extra_layout=extra)
+        contact = (self._contact_kernels, self.contact) if self.contact is not None else None
         integrator.record_step(
             self.model, self.kernels, d, self.cfg.physics_dt, self._zero_frc, self._zero_frc, grad,
-            implicit_damping=self.cfg.pd_damping == "implicit", bias_midpoint=midpoint,
+            implicit_damping=self.cfg.pd_damping == "implicit", bias_midpoint=midpoint, contact=contact,
         )  # fmt: skip
         self._capture(d)
         return d
@@ -261,13 +312,19 @@ class Simulator:
         for name in ("fwd_cmds", "adj_cmds"):
             cmds = getattr(d, name)
             if cmds:
-                wp.capture_begin(device=self.device)
-                try:
+                if name not in self._warm:
+                    # A module compiled while capturing leaves the graph empty: load them all first.
                     for cmd in cmds:
                         cmd.launch()
-                finally:
-                    graph = wp.capture_end(device=self.device)
-                setattr(d, name, [_GraphLaunch(graph)])
+                    self._warm.add(name)
+                setattr(
+                    d,
+                    name,
+                    [
+                        _capture_graph(cmds[i : i + _GRAPH_CHUNK], self.device)
+                        for i in range(0, len(cmds), _GRAPH_CHUNK)
+                    ],
+                )
 
     def _nograd(self) -> StepData:
         if self._nograd_data is None:
@@ -312,6 +369,21 @@ class Simulator:
             cmd.launch(stream)
         return gv["q"][0].clone(), gv["qd"][0].clone(), gv["q_target"].clone()
 
+    def _contact_outputs(self, d: StepData) -> dict:
+        """Penetration and normal impulse per sphere (last substep) and per-foot normal force (N, max over
+        the substeps of impulse / dt summed over the foot's spheres); detached copies."""
+        if self.contact is None:
+            return {}
+        with torch.no_grad():
+            normal = d.views["con_impulse"][..., 2]  # [S, E, NC]
+            per_foot = torch.zeros(*normal.shape[:2], len(self.contact.feet), dtype=normal.dtype, device=normal.device)
+            per_foot.index_add_(2, self._foot_index, normal)
+            return {
+                "contact_depth": d.views["con_depth"][-1].clone(),
+                "contact_impulse": normal[-1].clone(),
+                "foot_force": (per_foot / self.cfg.physics_dt).amax(dim=0),
+            }
+
     def _eval(self, batch: int) -> StepData:
         d = self._eval_data.get(batch)
         if d is None:
@@ -342,6 +414,21 @@ class Simulator:
         return {"M": M, "bias": d.views["qfrc_bias"][0].clone(), "qacc": d.views["dqd"][0].clone()}
 
 
+# Warp 1.19's CPU graphs replay at most 10 launches: a longer capture records nothing ("no operations
+# recorded"; measured on the contact step). Capture in chunks below that.
+_GRAPH_CHUNK = 7
+
+
+def _capture_graph(cmds: list, device: str) -> _GraphLaunch:
+    wp.capture_begin(device=device)
+    try:
+        for cmd in cmds:
+            cmd.launch()
+    finally:
+        graph = wp.capture_end(device=device)
+    return _GraphLaunch(graph)
+
+
 class _GraphLaunch:
     """A captured graph with the ``launch(stream)`` interface of a recorded command."""
 
@@ -356,13 +443,14 @@ class _StepFunction(torch.autograd.Function):
     """One control step; backward replays the step's recorded adjoint launches (its Warp tape)."""
 
     @staticmethod
-    def forward(ctx, sim: Simulator, q, qd, q_target):
+    def forward(ctx, sim: Simulator, q, qd, q_target, info: dict):
         lease = sim._acquire()
         sim._forward(lease.data, q, qd, q_target)
         ctx.sim, ctx.lease = sim, lease
+        info.update(sim._contact_outputs(lease.data))
         return lease.data.views["q"][-1].clone(), lease.data.views["qd"][-1].clone()
 
     @staticmethod
     def backward(ctx, grad_q, grad_qd):
         gq, gqd, gt = ctx.sim._backward(ctx.lease.data, grad_q, grad_qd)
-        return None, gq, gqd, gt
+        return None, gq, gqd, gt, None

@@ -75,10 +75,17 @@ class Recorder:
         self.fwd: list = []
         self.adj: list = []
 
-    def add(self, kernel, inputs: list, outputs: list, adj_inputs: list | None = None, adj_outputs=None) -> None:
-        self.fwd.append(launch_cmd(kernel, self.dim, inputs, outputs, self.device))
+    def add(self, kernel, inputs: list, outputs: list, adj_inputs: list | None = None, adj_outputs=None, dim=None):
+        """A forward launch and, when recording gradients, Warp's adjoint of it (launch grid ``dim``,
+        default one thread per env)."""
+        dim = self.dim if dim is None else dim
+        self.fwd.append(launch_cmd(kernel, dim, inputs, outputs, self.device))
         if self.grad:
-            self.adj.append(launch_cmd(kernel, self.dim, inputs, outputs, self.device, adj_inputs, adj_outputs))
+            self.adj.append(launch_cmd(kernel, dim, inputs, outputs, self.device, adj_inputs, adj_outputs))
+
+    def add_forward(self, kernel, inputs: list, outputs: list, dim=None) -> None:
+        """A forward launch whose adjoint is recorded separately (``add_adjoint_only``)."""
+        self.fwd.append(launch_cmd(kernel, self.dim if dim is None else dim, inputs, outputs, self.device))
 
     def add_adjoint_only(self, cmd) -> None:
         """A command of the backward pass only (runs, after reversal, before the adjoints recorded so far

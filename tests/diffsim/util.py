@@ -14,7 +14,11 @@ from bcg_deploy.robots import load_robot
 
 @cache
 def get_sim(dtype: str = "float64", num_envs: int = 20, **kw) -> Simulator:
-    """One Simulator per configuration for the whole test session (kernels compile once per dtype)."""
+    """One Simulator per configuration for the whole test session (kernels compile once per dtype).
+
+    The rigid-body tests check the smooth dynamics: contact is off and PD damping explicit (METHOD.md's
+    formula) unless a test asks otherwise."""
+    kw = {"contact": False, "pd_damping": "explicit", **kw}
     return Simulator(load_robot("g1"), SimConfig(num_envs=num_envs, dtype=dtype, **kw))
 
 
