@@ -35,6 +35,7 @@ import numpy as np
 import warp as wp
 
 from bcg_deploy.diffsim import math as dmath
+from bcg_deploy.diffsim import solve as dsolve
 from bcg_deploy.diffsim.tape import launch_cmd
 from bcg_deploy.diffsim.types import Types
 
@@ -44,15 +45,73 @@ SIGMOID_CLAMP = 50.0
 SINGULAR_DET = 1.0e-12
 
 
+def _row_solve_code(tree: tuple, ctype: str) -> str:
+    nv = len(tree[0])
+    return "\n".join(
+        [
+            f"const {ctype}* L = &wp::index(qLD, e, 0);",
+            f"{ctype} x[{nv}];",
+            f"for (int i = 0; i < {nv}; ++i) x[i] = wp::index(src, row, i);",
+            *dsolve._solve_code(tree, "x", "L"),
+            f"for (int i = 0; i < {nv}; ++i) wp::index(dst, row, i) = x[i];",
+        ]
+    )
+
+
+def _row_adjoint_code(tree: tuple, ctype: str) -> str:
+    """jac_bar[row] += M^-1 y_bar[row]; qM_bar -= sym(z x^T) with x = y_val[row] (the solve's output) and
+    z = M^-1 y_bar[row] (``*_bar`` are adjoints; Warp reserves the ``adj_`` prefix in native functions)."""
+    madr, mnum, col = tree
+    nv = len(madr)
+    out = [
+        f"const {ctype}* L = &wp::index(qLD, e, 0);",
+        f"const {ctype}* x = &wp::index(y_val, row, 0);",
+        f"{ctype}* aM = &wp::index(qM_bar, e, 0);",
+        f"{ctype} y[{nv}];",
+        f"for (int i = 0; i < {nv}; ++i) y[i] = wp::index(y_bar, row, i);",
+        *dsolve._solve_code(tree, "y", "L"),
+        f"for (int i = 0; i < {nv}; ++i) wp::index(jac_bar, row, i) += y[i];",
+    ]
+    for i in range(nv):
+        a = madr[i]
+        out.append(f"aM[{a}] -= y[{i}] * x[{i}];")
+        out.extend(f"aM[{a + k}] -= y[{i}] * x[{col[a + k]}] + y[{col[a + k]}] * x[{i}];" for k in range(1, mnum[i]))
+    return "\n".join(out)
+
+
 @cache
-def build(t: Types, num_contacts: int) -> SimpleNamespace:
+def build(t: Types, num_contacts: int, tree: tuple) -> SimpleNamespace:
     """Contact kernels for ``num_contacts`` spheres (a compile-time constant: the contact loops are
-    unrolled, see ``contact_pgs_kernel``); the number of sweeps is a launch argument."""
+    unrolled, see ``contact_pgs_kernel``) and the mass-matrix sparsity ``tree`` (``solve.tree_key``: the
+    M^-1 products are generated straight-line code for that tree); the number of sweeps is a launch
+    argument."""
     S, vec3, vec6, quat, mat33 = t.scalar, t.vec3, t.vec6, t.quat, t.mat33
     mod = f"{dmath.module_name(t)}_contact{num_contacts}"
     mth = dmath.build(t)
     top, bottom = mth.top, mth.bottom
     NC = wp.constant(num_contacts)
+    ctype = "wp::float32" if t.name == "float32" else "wp::float64"
+    tag = f"{t.name}_{abs(hash(tree)) % 10**10}"
+
+    def solve_row(qLD: wp.array2d(dtype=S), e: int, src: wp.array2d(dtype=S), row: int, dst: wp.array2d(dtype=S)): ...
+
+    def solve_row_adjoint(
+        qLD: wp.array2d(dtype=S),
+        e: int,
+        y_val: wp.array2d(dtype=S),
+        y_bar: wp.array2d(dtype=S),
+        row: int,
+        jac_bar: wp.array2d(dtype=S),
+        qM_bar: wp.array2d(dtype=S),
+    ): ...
+
+    solve_row.__qualname__ = f"contact_solve_row_{tag}"
+    solve_row_adjoint.__qualname__ = f"contact_solve_row_adjoint_{tag}"
+    none = "/* not differentiated by Warp: see contact_minv_jt_adjoint_kernel */"
+    solve_row = wp.func_native(_row_solve_code(tree, ctype), adj_snippet=none, replay_snippet=none)(solve_row)
+    solve_row_adjoint = wp.func_native(_row_adjoint_code(tree, ctype), adj_snippet=none, replay_snippet=none)(
+        solve_row_adjoint
+    )
 
     @wp.func(module=mod)
     def sigmoid(kappa: S, d: S) -> S:
@@ -115,6 +174,8 @@ def build(t: Types, num_contacts: int) -> SimpleNamespace:
 
     @wp.kernel(module=mod, enable_backward=False)
     def contact_delassus_kernel(
+        # Model:
+        con_chain: wp.array2d(dtype=int),
         # Data in:
         dt: S,
         qd_in: wp.array2d(dtype=S),
@@ -126,29 +187,31 @@ def build(t: Types, num_contacts: int) -> SimpleNamespace:
         con_c_out: wp.array2d(dtype=vec3),
     ):
         """G_ij = Jc_i Y_j^T (1/kg) and c_i = Jc_i qd + dt Y_i qfrc_smooth (m/s); thread per (env, i, j).
-        Bilinear in (Jc, Y, qd, qfrc_smooth): differentiated by ``contact_delassus_adjoint_kernel``."""
+        Jc_i is non-zero only on the dofs of contact i's chain (``con_chain[i]``, -1 padded), so the
+        products run over that chain. Bilinear in (Jc, Y, qd, qfrc_smooth): differentiated by
+        ``contact_delassus_adjoint_kernel``."""
         e, i, j = wp.tid()
-        nv = qd_in.shape[1]
         g = mat33()
-        for a in range(3):
-            for b in range(3):
-                acc = S(0.0)
-                for k in range(nv):
-                    acc = acc + con_jac_in[e, 3 * i + a, k] * con_minvjt_in[e, 3 * j + b, k]
-                g[a, b] = acc
+        for m in range(con_chain.shape[1]):
+            k = con_chain[i, m]
+            if k >= 0:
+                for a in range(3):
+                    ja = con_jac_in[e, 3 * i + a, k]
+                    for b in range(3):
+                        g[a, b] = g[a, b] + ja * con_minvjt_in[e, 3 * j + b, k]
         con_G_out[e, i, j] = g
         if j == 0:
             cv = vec3()
-            for a in range(3):
-                acc = S(0.0)
-                for k in range(nv):
-                    acc = acc + con_jac_in[e, 3 * i + a, k] * qd_in[e, k]
-                    acc = acc + dt * con_minvjt_in[e, 3 * i + a, k] * qfrc_smooth_in[e, k]
-                cv[a] = acc
+            for k in range(qd_in.shape[1]):
+                for a in range(3):
+                    cv[a] = cv[a] + con_jac_in[e, 3 * i + a, k] * qd_in[e, k]
+                    cv[a] = cv[a] + dt * con_minvjt_in[e, 3 * i + a, k] * qfrc_smooth_in[e, k]
             con_c_out[e, i] = cv
 
     @wp.kernel(module=mod, enable_backward=False)
     def contact_delassus_adjoint_kernel(
+        # Model:
+        con_dofmask: wp.array2d(dtype=int),
         # Data in:
         dt: S,
         qd_in: wp.array2d(dtype=S),
@@ -163,28 +226,33 @@ def build(t: Types, num_contacts: int) -> SimpleNamespace:
         adj_qd_out: wp.array2d(dtype=S),
         adj_qfrc_smooth_out: wp.array2d(dtype=S),
     ):
-        """Adjoint of ``contact_delassus_kernel``; thread per (env, dof k), so no two threads write
-        the same adjoint entry of Jc or Y; qd and qfrc_smooth are accumulated per k too."""
+        """Adjoint of ``contact_delassus_kernel``; thread per (env, dof k), so no two threads write the same
+        entry. Jacobian entries off a contact's chain are structural zeros: their adjoints are skipped."""
         e, k = wp.tid()
         nc = adj_c_in.shape[1]
         aqd = S(0.0)
         ah = S(0.0)
         for i in range(nc):
             ac = adj_c_in[e, i]
+            on_chain = con_dofmask[i, k] != 0
             for a in range(3):
                 r = 3 * i + a
-                gj = ac[a] * qd_in[e, k]
-                gy = dt * ac[a] * qfrc_smooth_in[e, k]
                 aqd = aqd + ac[a] * con_jac_in[e, r, k]
                 ah = ah + dt * ac[a] * con_minvjt_in[e, r, k]
+                gy = dt * ac[a] * qfrc_smooth_in[e, k]
                 for j in range(nc):
-                    ag = adj_G_in[e, i, j]
-                    agt = adj_G_in[e, j, i]
-                    for b in range(3):
-                        gj = gj + ag[a, b] * con_minvjt_in[e, 3 * j + b, k]
-                        gy = gy + agt[b, a] * con_jac_in[e, 3 * j + b, k]
-                adj_jac_out[e, r, k] = adj_jac_out[e, r, k] + gj
+                    if con_dofmask[j, k] != 0:
+                        agt = adj_G_in[e, j, i]
+                        for b in range(3):
+                            gy = gy + agt[b, a] * con_jac_in[e, 3 * j + b, k]
                 adj_minvjt_out[e, r, k] = adj_minvjt_out[e, r, k] + gy
+                if on_chain:
+                    gj = ac[a] * qd_in[e, k]
+                    for j in range(nc):
+                        ag = adj_G_in[e, i, j]
+                        for b in range(3):
+                            gj = gj + ag[a, b] * con_minvjt_in[e, 3 * j + b, k]
+                    adj_jac_out[e, r, k] = adj_jac_out[e, r, k] + gj
         adj_qd_out[e, k] = adj_qd_out[e, k] + aqd
         adj_qfrc_smooth_out[e, k] = adj_qfrc_smooth_out[e, k] + ah
 
@@ -246,17 +314,8 @@ def build(t: Types, num_contacts: int) -> SimpleNamespace:
             acc = acc + con_jac_in[e, 3 * i + 2, k] * p[2]
         qfrc_impulse_out[e, k] = acc
 
-    from bcg_deploy.diffsim import solve as dsolve
-
-    solve = dsolve.build(t)
-    ldl_solve = solve.ldl_solve
-
     @wp.kernel(module=mod, enable_backward=False)
     def contact_minv_jt_kernel(
-        # Model:
-        dof_Madr: wp.array(dtype=int),
-        dof_Mnum: wp.array(dtype=int),
-        M_colind: wp.array(dtype=int),
         # Data in:
         qLD_in: wp.array2d(dtype=S),
         con_jac_in: wp.array2d(dtype=S),
@@ -266,48 +325,24 @@ def build(t: Types, num_contacts: int) -> SimpleNamespace:
     ):
         """Y[r] = M^-1 Jc[r]; Jacobian rows flattened to [E * rows, NV]; one thread per row."""
         r = wp.tid()
-        e = r / rows
-        for k in range(con_jac_in.shape[1]):
-            con_minvjt_out[r, k] = con_jac_in[r, k]
-        ldl_solve(dof_Madr, dof_Mnum, M_colind, e, qLD_in, r, con_minvjt_out)
+        solve_row(qLD_in, r / rows, con_jac_in, r, con_minvjt_out)
 
     @wp.kernel(module=mod, enable_backward=False)
     def contact_minv_jt_adjoint_kernel(
-        # Model:
-        dof_Madr: wp.array(dtype=int),
-        dof_Mnum: wp.array(dtype=int),
-        M_colind: wp.array(dtype=int),
         # Data in:
         qLD_in: wp.array2d(dtype=S),
         con_minvjt_in: wp.array2d(dtype=S),
         adj_minvjt_in: wp.array2d(dtype=S),
         rows: int,
-        # Data out (scratch, then accumulated adjoints):
-        adj_scratch_out: wp.array2d(dtype=S),
+        # Data out (accumulated adjoints):
         adj_jac_out: wp.array2d(dtype=S),
         adj_qM_out: wp.array2d(dtype=S),
     ):
-        """Adjoint of Y[r] = M^-1 Jc[r]: z = M^-1 adj_Y[r]; adj_Jc[r] += z; adj_M -= z Y[r]^T
-        (symmetrised onto the stored lower triangle). One thread per env (rows accumulate into
-        the env's adj_M without atomics)."""
+        """Adjoint of Y[r] = M^-1 Jc[r]: z = M^-1 adj_Y[r]; adj_Jc[r] += z; adj_M -= sym(z Y[r]^T) on the
+        stored lower triangle. One thread per env: its rows accumulate into adj_M without atomics."""
         e = wp.tid()
-        nv = dof_Madr.shape[0]
         for rr in range(rows):
-            r = e * rows + rr
-            for k in range(nv):
-                adj_scratch_out[r, k] = adj_minvjt_in[r, k]
-            ldl_solve(dof_Madr, dof_Mnum, M_colind, e, qLD_in, r, adj_scratch_out)
-            for i in range(nv):
-                y = adj_scratch_out[r, i]
-                adj_jac_out[r, i] = adj_jac_out[r, i] + y
-                adr = dof_Madr[i]
-                xi = con_minvjt_in[r, i]
-                adj_qM_out[e, adr] = adj_qM_out[e, adr] - y * xi
-                for m in range(1, dof_Mnum[i]):
-                    j = M_colind[adr + m]
-                    adj_qM_out[e, adr + m] = adj_qM_out[e, adr + m] - (
-                        y * con_minvjt_in[r, j] + adj_scratch_out[r, j] * xi
-                    )
+            solve_row_adjoint(qLD_in, e, con_minvjt_in, adj_minvjt_in, e * rows + rr, adj_jac_out, adj_qM_out)
 
     return SimpleNamespace(
         sigmoid=sigmoid,
@@ -332,9 +367,10 @@ class ContactModel:
     """Contact set and settings on the device.
 
     con_body [NC] (MuJoCo body id), con_pos [NC] vec3 (sphere centre in the body frame, m),
-    con_radius [NC] (m), con_dofmask [NC, NV] (1 where the dof moves the contact's body),
+    con_radius [NC] (m), con_dofmask [NC, NV] (1 where the dof moves the contact's body), con_chain
+    [NC, max chain] (those dofs, -1 padded),
     con_foot [NC] (index into ``feet``), mu [*] (friction coefficient per env or shared),
-    kappa (1/m), iterations (Gauss-Seidel sweeps); scratch [E * 3 NC, NV]: backward-pass scratch.
+    kappa (1/m), iterations (Gauss-Seidel sweeps).
     """
 
     num_contacts: int
@@ -343,11 +379,11 @@ class ContactModel:
     con_pos: wp.array
     con_radius: wp.array
     con_dofmask: wp.array
+    con_chain: wp.array
     con_foot: np.ndarray
     mu: wp.array
     kappa: float
     iterations: int
-    scratch: wp.array
 
 
 def put_contact_model(mjm, robot, t: Types, device: str, num_envs: int, kappa: float, iterations: int, mu: float):
@@ -362,6 +398,11 @@ def put_contact_model(mjm, robot, t: Types, device: str, num_envs: int, kappa: f
                 mask[i, mjm.body_dofadr[b] + k] = 1
             b = mjm.body_parentid[b]
     feet = tuple(robot.foot_bodies)
+    width = int(mask.sum(1).max())
+    chain = -np.ones((nc, width), np.int32)
+    for i in range(nc):
+        dofs = np.flatnonzero(mask[i])
+        chain[i, : len(dofs)] = dofs
     return ContactModel(
         num_contacts=nc,
         feet=feet,
@@ -369,11 +410,11 @@ def put_contact_model(mjm, robot, t: Types, device: str, num_envs: int, kappa: f
         con_pos=wp.array(np.array([p.pos for p in points], t.np_dtype), dtype=t.vec3, device=device),
         con_radius=wp.array(np.array([p.radius for p in points], t.np_dtype), dtype=t.scalar, device=device),
         con_dofmask=wp.array(mask, dtype=wp.int32, device=device),
+        con_chain=wp.array(chain, dtype=wp.int32, device=device),
         con_foot=np.array([feet.index(p.body) for p in points], np.int64),
         mu=wp.array(np.array([mu], t.np_dtype), dtype=t.scalar, device=device),
         kappa=float(kappa),
         iterations=int(iterations),
-        scratch=wp.zeros((num_envs * 3 * nc, nv), dtype=t.scalar, device=device),
     )
 
 
@@ -415,17 +456,16 @@ def record_contact(m, k: SimpleNamespace, cm: ContactModel, d, s: int, dt: float
     adj_out = None if g is None else [g["con_point"][s], g["con_depth"][s], g["con_jac"][s]]
     rec.add(k.contact_frames_kernel, ins, outs, adj, adj_out, dim=(E, nc))
     # 2. Y = M^-1 Jc^T (hand adjoint into adj_Jc and adj_M).
-    tree = [m.dof_Madr, m.dof_Mnum, m.M_colind]
-    rec.add_forward(k.contact_minv_jt_kernel, tree + [d.qLD[s], jac2, rows], [minv2], dim=E * rows)
+    rec.add_forward(k.contact_minv_jt_kernel, [d.qLD[s], jac2, rows], [minv2], dim=E * rows)
     if g is not None:
-        adj_ins = tree + [d.qLD[s], minv2, _rows(g["con_minvjt"][s], rows), rows]
-        adj_outs = [cm.scratch, _rows(g["con_jac"][s], rows), g["qM"][s]]
+        adj_ins = [d.qLD[s], minv2, _rows(g["con_minvjt"][s], rows), rows]
+        adj_outs = [_rows(g["con_jac"][s], rows), g["qM"][s]]
         rec.add_adjoint_only(launch_cmd(k.contact_minv_jt_adjoint_kernel, E, adj_ins, adj_outs, m.device))
     # 3. Delassus blocks and free contact velocity (hand adjoint).
     dins = [S(dt), d.qd[s], getattr(d, smooth)[s], d.con_jac[s], d.con_minvjt[s]]
-    rec.add_forward(k.contact_delassus_kernel, dins, [d.con_G[s], d.con_c[s]], dim=(E, nc, nc))
+    rec.add_forward(k.contact_delassus_kernel, [cm.con_chain, *dins], [d.con_G[s], d.con_c[s]], dim=(E, nc, nc))
     if g is not None:
-        adj_ins = dins + [g["con_G"][s], g["con_c"][s]]
+        adj_ins = [cm.con_dofmask, *dins, g["con_G"][s], g["con_c"][s]]
         adj_outs = [g["con_jac"][s], g["con_minvjt"][s], g["qd"][s], g[smooth][s]]
         rec.add_adjoint_only(launch_cmd(k.contact_delassus_adjoint_kernel, (E, nv), adj_ins, adj_outs, m.device))
     # 4. projected Gauss-Seidel with the kappa smoothing (Warp autodiff through the sweeps).

@@ -149,7 +149,7 @@ class Simulator:
                 self.mjm, robot, self.types, self.device, cfg.num_envs, cfg.kappa, cfg.contact_iterations, cfg.friction
             )
             nc = self.contact.num_contacts
-            self._contact_kernels = dcontact.build(self.types, nc)
+            self._contact_kernels = dcontact.build(self.types, nc, tree_key(m.host))
             self._contact_layout = tuple(
                 dcontact.contact_layout(self.types, cfg.num_envs, cfg.substeps, nc, self.nv, cfg.contact_iterations)
             )
