@@ -42,6 +42,7 @@ def test_actor_gradient_matches_finite_differences(setup):
     params = list(shac.actor.parameters())
     roll = _window_loss(env, shac, state)
     assert roll.done[:, 1].any(), "the window must contain the time-out of env 1"
+    assert float(torch.stack(roll.stats["foot_force"]).max()) > 100.0, "the feet must be in contact"
     shac.actor.zero_grad()
     roll.actor_loss.backward()
     grads = [p.grad.clone() for p in params]
