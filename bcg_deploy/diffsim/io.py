@@ -111,7 +111,7 @@ def put_model(mjm: mujoco.MjModel, robot: RobotSpec, t: Types, device: str, grav
     tree = tree_arrays(mjm)
     nb, nv = mjm.nbody, mjm.nv
     jids = [mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_JOINT, n) for n in robot.joint_names]
-    if min(jids) < 0:
+    if jids and min(jids) < 0:
         raise ValueError(f"{robot.name}: a RobotSpec joint is missing from the MJCF")
     act_qposadr = mjm.jnt_qposadr[jids].astype(np.int32)
     act_dofadr = mjm.jnt_dofadr[jids].astype(np.int32)

@@ -2,7 +2,7 @@
 
 An independent, deliberately plain implementation of METHOD.md section 2 on top of MuJoCo C
 (mass matrix, bias forces, point Jacobians), with the simulator's two measured decisions
-(implicit PD damping, block Gauss-Seidel step; see ``bcg_deploy/diffsim/contact.py``). The Warp
+(implicit PD damping, per-component Gauss-Seidel step; see docs/decisions.md). The Warp
 simulator must agree with it to float64 round-off. One env at a time; slow but obvious.
 """
 
@@ -76,7 +76,7 @@ class MoreauReference:
                 for j in range(nc):
                     if j != i:
                         res = res + s[j] * (blk[i][j] @ p[j])
-                p[i] = _project(p[i] - np.linalg.solve(blk[i][i], res), mu)
+                p[i] = _project(p[i] - res / np.diag(blk[i][i]), mu)
         return p * s[:, None]
 
     def step(self, q: np.ndarray, qd: np.ndarray, q_target: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:

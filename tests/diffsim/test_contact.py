@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from bcg_deploy.diffsim.checks import fd_gradient_check, in_contact_states, standing_state
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.robots import load_robot
 from tests.diffsim.moreau_reference import MoreauReference, ReferenceConfig
@@ -15,20 +16,7 @@ SPEC = load_robot("g1")
 
 
 def _standing(n: int, drop: float = 0.02) -> tuple[np.ndarray, np.ndarray]:
-    q = np.tile(np.r_[SPEC.default_root_pos + [0.0, 0.0, drop], 1.0, 0.0, 0.0, 0.0, SPEC.default_joint_pos], (n, 1))
-    return q, np.zeros((n, 35))
-
-
-def _in_contact_states(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Feet a few mm into the floor, perturbed joints, velocities and targets: contacts active."""
-    rng = np.random.default_rng(seed)
-    q, qd = _standing(n, drop=-0.002)
-    q[:, 7:] += rng.uniform(-0.05, 0.05, (n, 29))
-    q[:, 2] += rng.uniform(-0.004, 0.002, n)
-    qd = rng.uniform(-0.3, 0.3, (n, 35))
-    qd[:, 2] -= 0.2
-    q_target = SPEC.default_joint_pos + rng.uniform(-0.1, 0.1, (n, 29))
-    return q, qd, q_target
+    return standing_state(SPEC, n, drop)
 
 
 def test_contact_step_matches_reference():
@@ -55,7 +43,7 @@ def test_contact_step_matches_reference():
 
 def test_foot_force_is_max_over_substeps_of_summed_impulse():
     sim = get_sim("float64", num_envs=3, substeps=4, contact=True, pd_damping="implicit")
-    q, qd, qt = _in_contact_states(3, seed=5)
+    q, qd, qt = in_contact_states(SPEC, 3, seed=5)
     st = sim.step(torch.tensor(q), torch.tensor(qd), torch.tensor(qt))
     d = sim._nograd()
     normal = d.views["con_impulse"][..., 2].numpy()  # [S, E, NC]
@@ -84,41 +72,8 @@ def test_per_env_friction_and_bad_config():
         get_sim("float64", num_envs=1, contact=True, kappa=-1.0)
 
 
-def _fd_check(kappa: float, steps: int, n: int = 20, seed: int = 11) -> dict:
-    """max over envs and 2 random directions per input of |FD - analytic| / max(|FD|, 1e-3)."""
-    sim = get_sim("float64", num_envs=n, contact=True, pd_damping="implicit", kappa=kappa)
-    q, qd, qt = _in_contact_states(n, seed)
-    rng = np.random.default_rng(seed + 1)
-    wq, wqd = torch.tensor(rng.normal(size=(n, 36))), torch.tensor(rng.normal(size=(n, 35)))
-
-    def loss(q, qd, qt):
-        for _ in range(steps):
-            st = sim.step(q, qd, qt)
-            q, qd = st.q, st.qd
-        return (wq * q).sum(1) + (wqd * qd).sum(1)
-
-    inputs = {"q": q, "qd": qd, "q_target": qt}
-    leaves = {k: torch.tensor(v, requires_grad=True) for k, v in inputs.items()}
-    loss(*leaves.values()).sum().backward()
-    worst = {}
-    for name, x in inputs.items():
-        errs = []
-        for _ in range(2):
-            direction = rng.normal(size=x.shape)
-            if name == "q":
-                direction[:, 3:7] = 0.0
-            h = 1e-6
-            plus, minus = dict(inputs), dict(inputs)
-            plus[name], minus[name] = x + h * direction, x - h * direction
-            with torch.no_grad():
-                fd = (loss(*map(torch.tensor, plus.values())) - loss(*map(torch.tensor, minus.values()))) / (2 * h)
-            an = (leaves[name].grad.numpy() * direction).sum(1)
-            errs.append(np.max(np.abs(fd.numpy() - an) / np.maximum(np.abs(fd.numpy()), 1e-3)))
-        worst[name] = max(errs)
-    return worst
-
-
 def test_gradients_through_contact_match_finite_differences_at_kappa_50():
     """Acceptance: 20 in-contact states, one control step (4 substeps), 1e-3 relative."""
-    worst = _fd_check(kappa=50.0, steps=1)
+    sim = get_sim("float64", num_envs=20, contact=True, pd_damping="implicit", kappa=50.0)
+    worst = fd_gradient_check(sim, *in_contact_states(SPEC, 20, seed=11), steps=1, seed=12)
     assert max(worst.values()) < 1e-3, worst
