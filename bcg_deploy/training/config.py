@@ -159,7 +159,7 @@ class SHACCfg:
 
 @dataclass
 class BCGCfg:
-    """Bundled Contact Gradients (METHOD.md section 4). A later issue implements it; off by default."""
+    """Bundled Contact Gradients (METHOD.md section 4; ``training/bcg.py``). ``enabled=False`` is plain SHAC."""
 
     enabled: bool = False
     num_branches: int = 10
@@ -236,6 +236,10 @@ class TrainConfig:
         for ok, msg in checks:
             if not ok:
                 raise BcgdError(msg)
+        if self.bcg.enabled:
+            from bcg_deploy.training.bcg import check_bcg_cfg
+
+            check_bcg_cfg(self.bcg)
         return self
 
 

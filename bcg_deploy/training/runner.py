@@ -282,6 +282,9 @@ class Trainer:
         }
         if st["foot_force"]:
             m["foot_force_max"] = float(torch.stack(st["foot_force"]).amax())
+        m.update(st.get("transition", {}))  # e.g. BCG: bcg_starts, bcg_sim_rows, ... summed over the window
+        if "bcg_sim_rows" in m:
+            m["bcg_row_overhead"] = m["bcg_sim_rows"] / n_steps - 1.0  # extra simulator rows per env-step
         self.last_metrics = m
         self.logger.log(m)
         if self.on_iteration is not None:

@@ -146,7 +146,7 @@ class SHAC(nn.Module):
         loss = torch.zeros((), dtype=dt, device=obs.device)
         bufs: dict[str, list] = {k: [] for k in ("obs", "obs_norm", "rew", "raw", "nv", "done", "delta", "valid")}
         stats = {"tracking_error": [], "episode_len": [], "episode_return": [], "diverged": 0, "fell": 0, "timeout": 0}
-        stats.update(reward_add=[], reward_action_rate=[], foot_force=[])
+        stats.update(reward_add=[], reward_action_rate=[], foot_force=[], transition={})
         for t in range(n):
             obs_n = self.normalize(obs)
             action = self.actor(self.normalize(env.noisy(obs)))
@@ -176,6 +176,9 @@ class SHAC(nn.Module):
             stats["reward_action_rate"].append(info["reward_action_rate"])
             if info.get("foot_force") is not None:
                 stats["foot_force"].append(info["foot_force"])
+            for k, v in (info.get("transition") or {}).items():  # transition counters (BCG), summed
+                if isinstance(v, (int, float)):
+                    stats["transition"][k] = stats["transition"].get(k, 0) + v
             stats["diverged"] += int(info["diverged"].sum())
             stats["fell"] += int(info["fell"].sum())
             stats["timeout"] += int(out.timeout.sum())
