@@ -38,8 +38,13 @@ def build_config(
     save_every: int | None,
     overrides: list[str],
     resume: Path | None,
+    bcg: dict | None = None,
 ) -> TrainConfig:
-    """The run's config: defaults (or the resumed run's config) + the options given + ``--set``."""
+    """The run's config: defaults (or the resumed run's config) + the options given + ``--set``.
+
+    ``bcg`` maps ``BCGCfg`` field names (enabled, num_branches, horizon, sigma_p, sigma_v, tau) to the
+    values given on the command line (None = not given); they may change on resume.
+    """
     if resume is not None:
         from bcg_deploy.training.runner import resume_config
 
@@ -76,6 +81,9 @@ def build_config(
     ):
         if value is not None:
             setter(value)
+    for name, value in (bcg or {}).items():
+        if value is not None:
+            setattr(cfg.bcg, name, value)
     apply_overrides(cfg, overrides)
     return cfg.validate()
 
@@ -96,6 +104,14 @@ def train_cmd(
     save_every: int | None = typer.Option(None, "--save-every", help="Write run.pt every K iterations (default 50)."),
     resume: Path | None = typer.Option(None, "--resume", help="Continue a run from its run.pt."),
     overrides: list[str] = typer.Option([], "--set", help="Override any config field: --set shac.actor_lr=1e-3."),
+    bundle: bool | None = typer.Option(
+        None, "--bundle/--no-bundle", help="Bundled Contact Gradients on (SHAC + BCG) or off (plain SHAC)."
+    ),
+    branches: int | None = typer.Option(None, "--branches", help="BCG branches B per bundle (default 10)."),
+    bundle_steps: int | None = typer.Option(None, "--bundle-steps", help="BCG bundle length H, control steps (2)."),
+    sigma_p: float | None = typer.Option(None, "--sigma-p", help="BCG foot position perturbation std, m (0.01)."),
+    sigma_v: float | None = typer.Option(None, "--sigma-v", help="BCG foot velocity perturbation std, m/s (0.02)."),
+    tau: float | None = typer.Option(None, "--tau", help="BCG trigger: per-foot normal force above tau, N (400)."),
 ) -> None:
     """Train a motion-imitation policy (SHAC + ADD) and write run.pt, metrics.jsonl, TensorBoard logs."""
     from bcg_deploy.training.runner import train
@@ -104,13 +120,17 @@ def train_cmd(
         task = "dance"
     if motion is not None and task is not None:
         raise BcgdError("give either TASK or --motion FILE.csv, not both")
+    bcg = {"enabled": bundle, "num_branches": branches, "horizon": bundle_steps, "sigma_p": sigma_p,
+           "sigma_v": sigma_v, "tau": tau}  # fmt: skip
     cfg = build_config(task, motion, start, duration, envs, iterations, horizon, device, kappa, seed, out,
-                       save_every, overrides, resume)  # fmt: skip
+                       save_every, overrides, resume, bcg)  # fmt: skip
     src = cfg.motion.csv or cfg.motion.task
+    b = cfg.bcg
+    bcg_note = f"BCG B {b.num_branches} H {b.horizon} tau {b.tau:g} N" if b.enabled else "plain SHAC (no BCG)"
     console.print(
         f"[bold]bcgd train[/] {src}  envs {cfg.env.num_envs}  horizon {cfg.shac.horizon}  "
         f"iterations {cfg.runner.iterations}  kappa {cfg.sim.kappa:g}  device {cfg.runner.device}  "
-        f"seed {cfg.runner.seed}  -> {cfg.runner.out_dir}" + (f"  (resume {resume})" if resume else "")
+        f"seed {cfg.runner.seed}  {bcg_note}  -> {cfg.runner.out_dir}" + (f"  (resume {resume})" if resume else "")
     )
     progress = Progress(
         TextColumn("[bold]{task.completed}/{task.total}"),
@@ -137,6 +157,8 @@ def train_cmd(
                 f"reward {_fmt(m.get('reward'), '.3f')}  track {_fmt(m.get('tracking_error_cm'), '.1f')} cm  "
                 f"ep-len {_fmt(m.get('episode_length'), '.0f')}  |grad| {_fmt(m.get('actor_grad_norm'), '.2f')}"
             )
+            if "bcg_starts" in m:
+                line += f"  bundles {m['bcg_starts']} (+{100 * m.get('bcg_row_overhead', 0.0):.0f}% sim rows)"
             progress.update(bar, completed=it, line=line)
 
         def on_event(e: dict) -> None:
