@@ -2,7 +2,10 @@
 
     python bench/sim_throughput.py [--sizes 1 16 256] [--device cpu] [--out bench/results/sim_throughput.json]
 
-Figures are env-substeps per second (one physics step of one env). Ours: ``Simulator.step`` (4
+Figures are env-substeps per second (one physics step of one env). Rows without contact compare the smooth
+dynamics; contact rows (``--contact-sizes``) step the robot standing on the floor with our smoothed foot
+contact beside MuJoCo's full step on the floor scene (its 8 foot-sphere contacts, soft constraints).
+Ours: ``Simulator.step`` (4
 substeps per call) without gradient ("forward"), and with a backward pass through a window of
 chained control steps ("forward+backward", the time of both passes). MuJoCo: ``mujoco.rollout``
 (one thread) of the same MJCF without floor, contacts and constraints disabled, with its position
@@ -51,9 +54,10 @@ def _initial_state(robot, num_envs: int, seed: int = 0) -> tuple[np.ndarray, np.
     return q, qd
 
 
-def bench_mujoco(robot, num_envs: int, steps: int, repeats: int, euler: bool = False) -> dict:
-    m = robot.load_model(scene=False)
-    m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT | mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
+def bench_mujoco(robot, num_envs: int, steps: int, repeats: int, euler: bool = False, contact: bool = False) -> dict:
+    m = robot.load_model(scene=contact)
+    if not contact:
+        m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT | mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
     if euler:
         m.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
     d = mujoco.MjData(m)
@@ -75,8 +79,10 @@ def bench_mujoco(robot, num_envs: int, steps: int, repeats: int, euler: bool = F
     return {"env_substeps_per_s": n / best, "env_substeps_per_s_median": n / med, "integrator": int(m.opt.integrator)}
 
 
-def bench_ours(robot, num_envs: int, device: str, dtype: str, control_steps: int, window: int, repeats: int) -> dict:
-    cfg = SimConfig(num_envs=num_envs, device=device, dtype=dtype)
+def bench_ours(
+    robot, num_envs: int, device: str, dtype: str, control_steps: int, window: int, repeats: int, contact: bool = False
+) -> dict:
+    cfg = SimConfig(num_envs=num_envs, device=device, dtype=dtype, contact=contact)
     sim = Simulator(robot, cfg)
     q0, qd0 = _initial_state(robot, num_envs)
     tdev, tdt = sim.torch_device, sim.types.torch_dtype
@@ -125,6 +131,7 @@ def bench_ours(robot, num_envs: int, device: str, dtype: str, control_steps: int
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", type=int, nargs="*", default=None, help="env counts (default 1 16 256; + 4096 on cuda)")
+    p.add_argument("--contact-sizes", type=int, nargs="*", default=[16, 64], help="env counts of the contact rows")
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--env-substeps", type=int, default=40000, help="work per timing (env-substeps)")
@@ -136,13 +143,18 @@ def main() -> None:
     robot = load_robot("g1")
     sizes = args.sizes or ([1, 16, 256] + ([4096] if args.device.startswith("cuda") else []))
     results = []
-    for num_envs in sizes:
+    for num_envs, contact in [(n, False) for n in sizes] + [(n, True) for n in args.contact_sizes]:
         control_steps = max(args.window, args.env_substeps // (4 * num_envs) // args.window * args.window)
-        ours = bench_ours(robot, num_envs, args.device, args.dtype, control_steps, args.window, args.repeats)
-        mj = bench_mujoco(robot, num_envs, max(16, args.env_substeps // num_envs), args.repeats)
-        mj_euler = bench_mujoco(robot, num_envs, max(16, args.env_substeps // num_envs), args.repeats, euler=True)
+        if contact:  # the contact step costs about 10x the smooth one: a tenth of the work per timing
+            control_steps = max(args.window, control_steps // 10 // args.window * args.window)
+        ours = bench_ours(robot, num_envs, args.device, args.dtype, control_steps, args.window, args.repeats, contact)
+        mj_steps = max(16, args.env_substeps // num_envs // (10 if contact else 1))
+        mj = bench_mujoco(robot, num_envs, mj_steps, args.repeats, contact=contact)
+        mj_euler = bench_mujoco(robot, num_envs, mj_steps, args.repeats, euler=True, contact=contact)
+        tag = f"E{num_envs}" + (".contact" if contact else "")
         row = {
             "num_envs": num_envs,
+            "contact": contact,
             "control_steps": control_steps,
             "ours": ours,
             "mujoco": mj,
@@ -154,13 +166,11 @@ def main() -> None:
         }
         results.append(row)
         for k in ("forward_env_substeps_per_s", "forward_backward_env_substeps_per_s"):
-            print(f"E{num_envs}.ours.{k}: {ours[k]:.0f}")
-        print(f"E{num_envs}.mujoco.env_substeps_per_s: {mj['env_substeps_per_s']:.0f}")
-        print(f"E{num_envs}.mujoco_euler.env_substeps_per_s: {mj_euler['env_substeps_per_s']:.0f}")
-        print(f"E{num_envs}.ratio_forward_vs_mujoco: {row['ratio_forward_vs_mujoco']:.2f}")
-        print(
-            f"E{num_envs}.ratio_forward_backward_time_vs_forward: {row['ratio_forward_backward_time_vs_forward']:.2f}"
-        )
+            print(f"{tag}.ours.{k}: {ours[k]:.0f}")
+        print(f"{tag}.mujoco.env_substeps_per_s: {mj['env_substeps_per_s']:.0f}")
+        print(f"{tag}.mujoco_euler.env_substeps_per_s: {mj_euler['env_substeps_per_s']:.0f}")
+        print(f"{tag}.ratio_forward_vs_mujoco: {row['ratio_forward_vs_mujoco']:.2f}")
+        print(f"{tag}.ratio_forward_backward_time_vs_forward: {row['ratio_forward_backward_time_vs_forward']:.2f}")
     report = {
         "device": args.device,
         "dtype": args.dtype,

@@ -17,6 +17,8 @@ import warp as wp
 
 def keep_outputs_on_replay(func) -> None:
     """Give the Warp function ``func`` (which returns nothing and writes only arrays) an empty replay."""
+    if getattr(func, "_bcg_empty_replay", False):  # already registered (a second model shares the function)
+        return
     py = func.func
     names = list(inspect.signature(py).parameters)
     name = f"replay_{py.__name__}"
@@ -30,6 +32,7 @@ def keep_outputs_on_replay(func) -> None:
     replay.__annotations__ = dict(py.__annotations__)
     replay.__module__ = py.__module__
     wp.func_replay(func)(replay)
+    func._bcg_empty_replay = True
 
 
 def launch_cmd(kernel, dim, inputs, outputs, device, adj_inputs=None, adj_outputs=None) -> wp.Launch:
