@@ -203,24 +203,31 @@ def gradients(robot, n: int = 20) -> dict:
     return out
 
 
-def stiffness(robot, n: int = 64, seconds: float = 0.3) -> dict:
+def stiffness(robot, n: int = 64, horizons: tuple = (0.1, 0.3)) -> dict:
+    """Variance over ``n`` landings (1 mm perturbations of a 3 cm drop) of d vz(T) / d z0, per kappa and T."""
     out = {}
     rng = np.random.default_rng(0)
     dz = rng.normal(0.0, 0.001, n)
     for kappa in KAPPAS:
         sim = _sim(robot, n, kappa)
-        q, qd = standing_state(robot, n, drop=0.03)
-        q[:, 2] += dz
-        z0 = torch.tensor(q[:, 2], requires_grad=True)
-        qt = torch.tensor(np.tile(robot.default_joint_pos, (n, 1)))
-        qq = torch.cat([torch.tensor(q[:, :2]), z0[:, None], torch.tensor(q[:, 3:])], dim=1)
-        qdd = torch.tensor(qd)
-        for _ in range(round(seconds / sim.control_dt)):
-            st = sim.step(qq, qdd, qt)
-            qq, qdd = st.q, st.qd
-        qdd[:, 2].sum().backward()  # envs are independent: element e is d vz_e / d z0_e
-        g = z0.grad.numpy()
-        out[str(kappa)] = {"variance": float(np.var(g, ddof=1)), "mean": float(g.mean()), "max_abs": float(max(abs(g)))}
+        out[str(kappa)] = {}
+        for seconds in horizons:
+            q, qd = standing_state(robot, n, drop=0.03)
+            q[:, 2] += dz
+            z0 = torch.tensor(q[:, 2], requires_grad=True)
+            qt = torch.tensor(np.tile(robot.default_joint_pos, (n, 1)))
+            qq = torch.cat([torch.tensor(q[:, :2]), z0[:, None], torch.tensor(q[:, 3:])], dim=1)
+            qdd = torch.tensor(qd)
+            for _ in range(round(seconds / sim.control_dt)):
+                st = sim.step(qq, qdd, qt)
+                qq, qdd = st.q, st.qd
+            qdd[:, 2].sum().backward()  # envs are independent: element e is d vz_e / d z0_e
+            g = z0.grad.numpy()
+            out[str(kappa)][f"T={seconds}s"] = {
+                "variance": float(np.var(g, ddof=1)),
+                "mean": float(g.mean()),
+                "max_abs": float(max(abs(g))),
+            }
     return out
 
 
