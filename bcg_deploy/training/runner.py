@@ -123,9 +123,9 @@ class Trainer:
             self.run_dir, cfg.runner.tensorboard, resume_iteration=self.iteration if ckpt is not None else None
         )
         self._write_config()
-        missing = [k for k, ok in self.env.sim_params_applied.items() if not ok]
+        missing = [k for k, ok in self.env.sim_params_applied.items() if not ok and k != "joint_friction"]
         if cfg.domain_rand.enabled and missing and ckpt is None:
-            self._event("domain_rand", f"not applied (simulator does not support them yet): {', '.join(missing)}")
+            self._event("domain_rand", f"not applied (the simulator rejected them): {', '.join(missing)}")
 
     # ------------------------------------------------------------------ checkpoint
 
