@@ -63,8 +63,7 @@ def _row_solve_code(tree: tuple, ctype: str) -> str:
 def _row_adjoint_code(tree: tuple, ctype: str) -> str:
     """jac_bar[row] += M^-1 y_bar[row]; qM_bar -= sym(z x^T) with x = y_val[row] (the solve's output) and
     z = M^-1 y_bar[row] (``*_bar`` are adjoints; Warp reserves the ``adj_`` prefix in native functions)."""
-    madr, mnum, col = tree
-    nv = len(madr)
+    nv = len(tree[0])
     out = [
         f"const {ctype}* L = &wp::index(qLD, e, 0);",
         f"const {ctype}* x = &wp::index(y_val, row, 0);",
@@ -74,10 +73,7 @@ def _row_adjoint_code(tree: tuple, ctype: str) -> str:
         *dsolve._solve_code(tree, "y", "L"),
         f"for (int i = 0; i < {nv}; ++i) wp::index(jac_bar, row, i) += y[i];",
     ]
-    for i in range(nv):
-        a = madr[i]
-        out.append(f"aM[{a}] -= y[{i}] * x[{i}];")
-        out.extend(f"aM[{a + k}] -= y[{i}] * x[{col[a + k]}] + y[{col[a + k]}] * x[{i}];" for k in range(1, mnum[i]))
+    out.extend(dsolve.adjoint_M_code(tree, "aM", "y", "x"))
     return "\n".join(out)
 
 

@@ -179,11 +179,22 @@ def _velocity_adjoint_code(tree: tuple, ctype: str) -> str:
         f"    for (int i = 0; i < {nv}; ++i) wp::atomic_add(&wp::index(adj_qfrc_impulse, pi, i), y[i]);",
         "}",
     ]
-    for i in range(nv):
-        a = madr[i]
-        out.append(f"aM[{a}] -= y[{i}] * x[{i}];")
-        out.extend(f"aM[{a + k}] -= y[{i}] * x[{col[a + k]}] + y[{col[a + k]}] * x[{i}];" for k in range(1, mnum[i]))
+    out.extend(adjoint_M_code(tree, "aM", "y", "x"))
     return "\n".join(out)
+
+
+def adjoint_M_code(tree: tuple, aM: str, y: str, x: str) -> list[str]:
+    """C lines of adj_M -= sym(y x^T) on the stored lower triangle (the adjoint of x = M^-1 b through M,
+    with y = M^-1 adj_x): -y_i x_i on the diagonal, -(y_i x_j + y_j x_i) off it."""
+    madr, mnum, col = tree
+    out = []
+    for i in range(len(madr)):
+        a = madr[i]
+        out.append(f"{aM}[{a}] -= {y}[{i}] * {x}[{i}];")
+        out.extend(
+            f"{aM}[{a + k}] -= {y}[{i}] * {x}[{col[a + k]}] + {y}[{col[a + k]}] * {x}[{i}];" for k in range(1, mnum[i])
+        )
+    return out
 
 
 @cache

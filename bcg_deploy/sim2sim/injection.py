@@ -13,6 +13,7 @@ import mujoco
 import numpy as np
 
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.motions import quat
 
 # ----------------------------------------------------------------------------------------------- latency
 
@@ -157,33 +158,10 @@ class SensorNoise:
             x = inputs[name]
             if name == "base_quat":
                 amp = self.scale * np.broadcast_to(np.asarray(n, dtype=np.float64), (x.shape[0], 3))
-                x[:] = quat_mul(x.astype(np.float64), quat_exp(rng.uniform(-1.0, 1.0, size=amp.shape) * amp))
+                x[:] = quat.mul(x.astype(np.float64), quat.exp(rng.uniform(-1.0, 1.0, size=amp.shape) * amp))
                 continue
             amp = self.scale * np.broadcast_to(np.asarray(n, dtype=np.float64), x.shape)
             x += rng.uniform(-1.0, 1.0, size=x.shape) * amp
-
-
-def quat_exp(v: np.ndarray) -> np.ndarray:
-    """Unit quaternions (w x y z) of rotation vectors ``v`` [..., 3] (rad)."""
-    angle = np.linalg.norm(v, axis=-1, keepdims=True)
-    half = 0.5 * angle
-    k = np.where(angle > 1e-12, np.sin(half) / np.maximum(angle, 1e-12), 0.5)
-    return np.concatenate([np.cos(half), k * v], axis=-1)
-
-
-def quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Hamilton product a * b of quaternions [..., 4] (w x y z)."""
-    aw, ax, ay, az = np.moveaxis(a, -1, 0)
-    bw, bx, by, bz = np.moveaxis(b, -1, 0)
-    return np.stack(
-        [
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ],
-        axis=-1,
-    )
 
 
 def noise_levels(metadata_noise: dict | None) -> tuple[dict, str]:

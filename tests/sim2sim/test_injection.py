@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.motions import quat
 from bcg_deploy.robots import load_robot
 from bcg_deploy.sim2sim.injection import (
     ActionDelayLine,
@@ -16,7 +17,6 @@ from bcg_deploy.sim2sim.injection import (
     ms_to_steps,
     parse_ms_range,
     push_schedule,
-    quat_mul,
 )
 from bcg_deploy.sim2sim.policy import make_inputs
 from bcg_deploy.sim2sim.runner import joint_dofs
@@ -64,7 +64,7 @@ def test_noise_bounds_and_unit_quaternion():
     x = make_inputs(29)
     x["base_quat"][0] = yaw
     SensorNoise({"base_quat": 0.1}, 1.0).apply(x, np.random.default_rng(1))
-    dq = quat_mul(np.array([yaw[0], -yaw[1], -yaw[2], -yaw[3]]), x["base_quat"][0].astype(np.float64))
+    dq = quat.mul(np.array([yaw[0], -yaw[1], -yaw[2], -yaw[3]]), x["base_quat"][0].astype(np.float64))
     assert 2 * np.arccos(min(abs(dq[0]), 1.0)) <= np.sqrt(3) * 0.1 + 1e-5
 
 
