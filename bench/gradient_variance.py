@@ -1,0 +1,202 @@
+"""Policy-gradient variance of plain SHAC vs SHAC + BCG (the paper's Fig. 3 quantity).
+
+For each contact stiffness kappa: one policy (the SHAC actor, critics, discriminator and normalisers of
+a ``Trainer`` built with ``--seed``; optionally after ``--warmup`` plain SHAC iterations at that kappa)
+is frozen, and ``--samples`` actor-loss gradients of one SHAC window are drawn with each estimator.
+Sample r uses seed ``seed + 1000 + r`` for both estimators (same reset phases and noise, same
+exploration and observation noise; the BCG perturbations come from the transition's own generator,
+also seeded with it), so the two estimators see the same windows. Reported per kappa and estimator:
+the summed sample variance sum_j Var_r(g_j) over all actor parameters (unbiased), the mean gradient
+norm, the median / max per-sample norm, bundle counts; and the ratio BCG / plain with a paired
+bootstrap 95 % interval (resampling the windows). Writes JSON to bench/results/gradient_variance.json
+and prints ``name.metric: value`` lines.
+
+    python bench/gradient_variance.py [--kappas 50 300] [--envs 16] [--horizon 32] [--samples 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from bcg_deploy.training.bcg import BundledTransition
+from bcg_deploy.training.config import TrainConfig, apply_overrides
+from bcg_deploy.training.env import SimTransition
+from bcg_deploy.training.runner import Trainer
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _trainer(args, kappa: float, out_dir: str) -> Trainer:
+    cfg = TrainConfig()
+    apply_overrides(
+        cfg,
+        [
+            f"motion.task={args.task}",
+            f"env.num_envs={args.envs}",
+            f"shac.horizon={args.horizon}",
+            f"sim.kappa={kappa}",
+            f"runner.seed={args.seed}",
+            f"runner.out_dir={out_dir}",
+            "runner.tensorboard=false",
+            f"runner.iterations={max(args.warmup, 1)}",
+            *args.set,
+        ],
+    )
+    return Trainer(cfg)
+
+
+def _sample_gradient(tr: Trainer, transition, seed: int) -> tuple[np.ndarray, dict]:
+    """The actor-loss gradient of one SHAC window from fresh resets drawn with ``seed``."""
+    env, shac = tr.env, tr.shac
+    env.transition = transition
+    if isinstance(transition, BundledTransition):
+        transition.generator.manual_seed(seed)
+    torch.manual_seed(seed)
+    env.reset()
+    roll = shac.rollout(env)
+    shac.actor.zero_grad(set_to_none=True)
+    roll.actor_loss.backward()
+    g = torch.cat([p.grad.flatten() for p in shac.actor.parameters()]).double()
+    stats = dict(roll.stats.get("transition", {}))
+    stats["loss"] = float(roll.actor_loss.detach())
+    stats["finite"] = bool(torch.isfinite(g).all())
+    return torch.nan_to_num(g).numpy(), stats
+
+
+def summed_variance(g: np.ndarray) -> float:
+    """sum_j Var_r(g[r, j]) (unbiased) of gradient samples g [R, P]."""
+    return float(g.var(axis=0, ddof=1).sum())
+
+
+def bootstrap_ratio(a: np.ndarray, b: np.ndarray, n: int, seed: int) -> tuple[float, float, np.ndarray]:
+    """Paired bootstrap of summed_variance(b) / summed_variance(a) (same resampled windows); 95 % interval."""
+    rng = np.random.default_rng(seed)
+    r = a.shape[0]
+    out = np.empty(n)
+    for i in range(n):
+        idx = rng.integers(0, r, r)
+        out[i] = summed_variance(b[idx]) / summed_variance(a[idx])
+    lo, hi = np.percentile(out, [2.5, 97.5])
+    return float(lo), float(hi), out
+
+
+def _estimator_summary(g: np.ndarray, stats: list[dict], seconds: float, names: list[tuple[str, int]]) -> dict:
+    norms = np.linalg.norm(g, axis=1)
+    var = g.var(axis=0, ddof=1)
+    bounds = np.cumsum([0] + [n for _, n in names])
+    s = {
+        "summed_variance": float(var.sum()),
+        "summed_variance_by_tensor": {
+            name: float(var[a:b].sum()) for (name, _), a, b in zip(names, bounds[:-1], bounds[1:], strict=True)
+        },
+        "mean_gradient_norm": float(np.linalg.norm(g.mean(axis=0))),
+        "sample_norm_median": float(np.median(norms)),
+        "sample_norm_max": float(norms.max()),
+        "share_of_variance_top_sample": float(
+            ((g - g.mean(0)) ** 2).sum(1).max() / max(((g - g.mean(0)) ** 2).sum(), 1e-300)
+        ),
+        "non_finite_samples": int(sum(not x["finite"] for x in stats)),
+        "mean_loss": float(np.mean([x["loss"] for x in stats])),
+        "seconds_per_sample": seconds / len(stats),
+    }
+    for key in ("bcg_starts", "bcg_bundled_envs", "bcg_sim_rows"):
+        if key in stats[0]:
+            s[f"{key}_per_window"] = float(np.mean([x[key] for x in stats]))
+    return s
+
+
+def run_kappa(args, kappa: float) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        tr = _trainer(args, kappa, tmp)
+        t0 = time.perf_counter()
+        for _ in range(args.warmup):
+            tr.step()
+        warm = time.perf_counter() - t0
+        if args.std is not None:
+            with torch.no_grad():
+                tr.shac.actor.log_std.fill_(float(np.log(args.std)))
+        names = [(n, p.numel()) for n, p in tr.shac.actor.named_parameters()]
+        plain = SimTransition(tr.env.sim)
+        bundled = BundledTransition(tr.cfg.bcg, tr.env)
+        grads: dict[str, list] = {"plain": [], "bcg": []}
+        stats: dict[str, list] = {"plain": [], "bcg": []}
+        secs = {"plain": 0.0, "bcg": 0.0}
+        for r in range(args.samples):
+            seed = args.seed + 1000 + r
+            for name, transition in (("plain", plain), ("bcg", bundled)):
+                t = time.perf_counter()
+                g, st = _sample_gradient(tr, transition, seed)
+                secs[name] += time.perf_counter() - t
+                grads[name].append(g)
+                stats[name].append(st)
+        gp, gb = np.stack(grads["plain"]), np.stack(grads["bcg"])
+        lo, hi, _ = bootstrap_ratio(gp, gb, args.bootstrap, args.seed)
+        cos = float(gp.mean(0) @ gb.mean(0) / max(np.linalg.norm(gp.mean(0)) * np.linalg.norm(gb.mean(0)), 1e-300))
+        return {
+            "kappa": kappa,
+            "warmup_iterations": args.warmup,
+            "warmup_seconds": warm,
+            "num_parameters": int(gp.shape[1]),
+            "plain": _estimator_summary(gp, stats["plain"], secs["plain"], names),
+            "bcg": _estimator_summary(gb, stats["bcg"], secs["bcg"], names),
+            "ratio_bcg_over_plain": summed_variance(gb) / summed_variance(gp),
+            "ratio_ci95": [lo, hi],
+            "log10_ratio_per_sample_sq_norm_median": float(
+                np.median(np.log10(((gb - gb.mean(0)) ** 2).sum(1) / ((gp - gp.mean(0)) ** 2).sum(1)))
+            ),
+            "cosine_mean_gradients": cos,
+        }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kappas", type=float, nargs="+", default=[50.0, 300.0])
+    ap.add_argument("--task", default="dance")
+    ap.add_argument("--envs", type=int, default=16)
+    ap.add_argument("--horizon", type=int, default=32)
+    ap.add_argument("--samples", type=int, default=32)
+    ap.add_argument("--warmup", type=int, default=0, help="plain SHAC iterations before freezing the policy")
+    ap.add_argument("--std", type=float, default=None, help="set the policy's action std before measuring")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--bootstrap", type=int, default=2000)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--set", nargs="*", default=[], help="extra config overrides a.b=v (e.g. bcg.tau=300)")
+    ap.add_argument("--out", type=Path, default=RESULTS / "gradient_variance.json")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    t0 = time.perf_counter()
+    results = [run_kappa(args, k) for k in args.kappas]
+    report = {
+        "description": "summed sample variance of the SHAC actor-loss gradient (all actor parameters), "
+        "plain SHAC vs SHAC + BCG, same frozen policy and per-sample seeds",
+        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "results": results,
+        "seconds": time.perf_counter() - t0,
+        "machine": {"cpus": torch.get_num_threads(), "platform": platform.platform()},
+        "versions": {"torch": torch.__version__},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(report, indent=2))
+    tmp.replace(args.out)
+    for r in results:
+        k = f"kappa{r['kappa']:g}"
+        for name in ("plain", "bcg"):
+            for key in ("summed_variance", "mean_gradient_norm", "sample_norm_median", "sample_norm_max"):
+                print(f"{k}.{name}.{key}: {r[name][key]:.6g}")
+        print(f"{k}.ratio_bcg_over_plain: {r['ratio_bcg_over_plain']:.4g}  ci95 {r['ratio_ci95'][0]:.4g} .. "
+              f"{r['ratio_ci95'][1]:.4g}")  # fmt: skip
+        print(f"{k}.bcg.bundles_per_window: {r['bcg'].get('bcg_starts_per_window', 0):.1f}")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
