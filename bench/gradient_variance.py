@@ -28,10 +28,20 @@ import torch
 
 from bcg_deploy.training.bcg import BundledTransition
 from bcg_deploy.training.config import TrainConfig, apply_overrides
-from bcg_deploy.training.env import SimTransition
+from bcg_deploy.training.env import SimTransition, TransitionOut
 from bcg_deploy.training.runner import Trainer
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+class NoPhysicsTransition(SimTransition):
+    """Diagnostic: the plain step with its inputs and outputs detached, so the gradient keeps only the
+    terms that do not pass through the simulator (e.g. the action-rate penalty)."""
+
+    def __call__(self, q: torch.Tensor, qd: torch.Tensor, q_target: torch.Tensor) -> TransitionOut:
+        with torch.no_grad():
+            s = self.sim.step(q, qd, q_target)
+        return TransitionOut(s.q, s.qd, s.foot_force)
 
 
 def _trainer(args, kappa: float, out_dir: str) -> Trainer:
@@ -126,12 +136,15 @@ def run_kappa(args, kappa: float) -> dict:
         names = [(n, p.numel()) for n, p in tr.shac.actor.named_parameters()]
         plain = SimTransition(tr.env.sim)
         bundled = BundledTransition(tr.cfg.bcg, tr.env)
-        grads: dict[str, list] = {"plain": [], "bcg": []}
-        stats: dict[str, list] = {"plain": [], "bcg": []}
-        secs = {"plain": 0.0, "bcg": 0.0}
+        estimators = {"plain": plain, "bcg": bundled}
+        if args.no_physics:
+            estimators["no_physics"] = NoPhysicsTransition(tr.env.sim)
+        grads: dict[str, list] = {n: [] for n in estimators}
+        stats: dict[str, list] = {n: [] for n in estimators}
+        secs = {n: 0.0 for n in estimators}
         for r in range(args.samples):
             seed = args.seed + 1000 + r
-            for name, transition in (("plain", plain), ("bcg", bundled)):
+            for name, transition in estimators.items():
                 t = time.perf_counter()
                 g, st = _sample_gradient(tr, transition, seed)
                 secs[name] += time.perf_counter() - t
@@ -140,6 +153,11 @@ def run_kappa(args, kappa: float) -> dict:
         gp, gb = np.stack(grads["plain"]), np.stack(grads["bcg"])
         lo, hi, _ = bootstrap_ratio(gp, gb, args.bootstrap, args.seed)
         cos = float(gp.mean(0) @ gb.mean(0) / max(np.linalg.norm(gp.mean(0)) * np.linalg.norm(gb.mean(0)), 1e-300))
+        extra = {}
+        if args.no_physics:
+            gn = np.stack(grads["no_physics"])
+            extra["no_physics"] = _estimator_summary(gn, stats["no_physics"], secs["no_physics"], names)
+            extra["no_physics_over_plain"] = summed_variance(gn) / summed_variance(gp)
         return {
             "kappa": kappa,
             "warmup_iterations": args.warmup,
@@ -153,6 +171,7 @@ def run_kappa(args, kappa: float) -> dict:
                 np.median(np.log10(((gb - gb.mean(0)) ** 2).sum(1) / ((gp - gp.mean(0)) ** 2).sum(1)))
             ),
             "cosine_mean_gradients": cos,
+            **extra,
         }
 
 
@@ -166,6 +185,7 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=0, help="plain SHAC iterations before freezing the policy")
     ap.add_argument("--std", type=float, default=None, help="set the policy's action std before measuring")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-physics", action="store_true", help="also the estimator with the simulator gradient cut")
     ap.add_argument("--bootstrap", type=int, default=2000)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--set", nargs="*", default=[], help="extra config overrides a.b=v (e.g. bcg.tau=300)")
