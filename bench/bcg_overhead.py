@@ -4,7 +4,9 @@ Two ``Trainer``s with the same seed and config (default 64 envs, horizon 32, kap
 plain, one with BCG (B 10, H 2, sigma_p 1 cm, sigma_v 2 cm/s, tau 400 N); after ``--warmup``
 iterations each (kernel loading, buffer recording, first bucket simulators), ``--iterations`` timed
 iterations are run round-robin (plain, BCG, plain, ...) so both see the same machine load. Reports
-seconds per iteration (mean and median) of each, their ratio, the BCG transition's forward time,
+wall-clock and process CPU seconds per iteration (mean and median; with one torch thread and Warp's
+single-threaded CPU kernels the CPU time is the compute cost, robust to other jobs on a shared
+machine) of each, their ratios, the BCG transition's forward time,
 bundles started, bundled env-steps and simulator rows per iteration. JSON to
 bench/results/bcg_overhead.json; prints ``name.metric: value`` lines.
 
@@ -73,14 +75,21 @@ def main() -> None:
                 tr.step()
         for _ in range(args.iterations):
             for name, tr in trainers.items():
-                rows[name].append(tr.step())
+                c0 = time.process_time()
+                m = tr.step()
+                m["cpu_s"] = time.process_time() - c0
+                rows[name].append(m)
     out: dict = {"settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}}
     for name, ms in rows.items():
         secs = [m["time_s"] for m in ms]
+        cpu = [m["cpu_s"] for m in ms]
         out[name] = {
             "seconds_per_iteration_mean": statistics.fmean(secs),
             "seconds_per_iteration_median": statistics.median(secs),
             "seconds": secs,
+            "cpu_seconds_per_iteration_mean": statistics.fmean(cpu),
+            "cpu_seconds_per_iteration_median": statistics.median(cpu),
+            "cpu_seconds": cpu,
             "env_steps_per_s": args.envs * args.horizon / statistics.fmean(secs),
             "reward_mean": statistics.fmean(m["reward"] for m in ms),
         }
@@ -93,6 +102,12 @@ def main() -> None:
     out["ratio_bcg_over_plain_median"] = (
         out["bcg"]["seconds_per_iteration_median"] / out["plain"]["seconds_per_iteration_median"]
     )
+    out["cpu_ratio_bcg_over_plain_mean"] = (
+        out["bcg"]["cpu_seconds_per_iteration_mean"] / out["plain"]["cpu_seconds_per_iteration_mean"]
+    )
+    out["cpu_ratio_bcg_over_plain_median"] = (
+        out["bcg"]["cpu_seconds_per_iteration_median"] / out["plain"]["cpu_seconds_per_iteration_median"]
+    )
     out["bundled_env_step_fraction"] = out["bcg"].get("bcg_bundled_envs_per_iteration", 0.0) / (
         args.envs * args.horizon
     )
@@ -104,6 +119,8 @@ def main() -> None:
     tmp_path.replace(args.out)
     for name in ("plain", "bcg"):
         print(f"{name}.seconds_per_iteration: {out[name]['seconds_per_iteration_mean']:.3f}")
+        print(f"{name}.cpu_seconds_per_iteration: {out[name]['cpu_seconds_per_iteration_mean']:.3f}")
+    print(f"cpu_ratio_bcg_over_plain: {out['cpu_ratio_bcg_over_plain_mean']:.3f}")
     ratio, med = out["ratio_bcg_over_plain_mean"], out["ratio_bcg_over_plain_median"]
     print(f"ratio_bcg_over_plain: {ratio:.3f} (median {med:.3f})")
     for key in BCG_KEYS:
