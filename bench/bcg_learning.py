@@ -29,7 +29,7 @@ from bcg_deploy.training.evaluate import evaluate_policy
 from bcg_deploy.training.runner import Trainer
 
 RESULTS = Path(__file__).resolve().parent / "results"
-KEYS = ("reward", "reward_add", "tracking_error_cm", "episode_length", "actor_grad_norm", "falls", "time_s")
+KEYS = ("reward", "reward_add", "tracking_error_cm", "episode_length", "actor_grad_norm", "falls", "time_s", "cpu_s")
 BCG_KEYS = ("bcg_starts", "bcg_bundled_envs", "bcg_sim_rows")
 
 
@@ -119,7 +119,9 @@ def main() -> None:
         initial = _evaluate(trainers["plain"], args)  # same seed: both start from these networks
         for it in range(args.iterations):
             for name, tr in trainers.items():
+                c0 = time.process_time()
                 m = tr.step()
+                m["cpu_s"] = time.process_time() - c0
                 for k in curves[name]:
                     if k in m:
                         curves[name][k].append(float(m[k]))
@@ -139,6 +141,9 @@ def main() -> None:
             "best_reward_moving_average": float(np.nanmax(_moving(c["reward"], w))),
             "wall_clock_s": float(np.sum(c["time_s"])),
             "seconds_per_iteration": float(np.mean(c["time_s"])),
+            "cpu_seconds_per_iteration": float(np.mean(c["cpu_s"])),
+            "actor_grad_norm_median": float(np.nanmedian(c["actor_grad_norm"])),
+            "actor_grad_norm_max": float(np.nanmax(c["actor_grad_norm"])),
             "evaluation": final[name],
         }
         if c["bcg_starts"]:

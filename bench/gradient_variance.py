@@ -98,12 +98,23 @@ def bootstrap_ratio(a: np.ndarray, b: np.ndarray, n: int, seed: int) -> tuple[fl
     return float(lo), float(hi), out
 
 
+def _estimator_top_ratio(gp: np.ndarray, gb: np.ndarray) -> float:
+    """The variance ratio after dropping, from each estimator, its sample farthest from its mean."""
+
+    def drop(g: np.ndarray) -> np.ndarray:
+        return np.delete(g, int(((g - g.mean(0)) ** 2).sum(1).argmax()), axis=0)
+
+    return summed_variance(drop(gb)) / summed_variance(drop(gp))
+
+
 def _estimator_summary(g: np.ndarray, stats: list[dict], seconds: float, names: list[tuple[str, int]]) -> dict:
     norms = np.linalg.norm(g, axis=1)
     var = g.var(axis=0, ddof=1)
     bounds = np.cumsum([0] + [n for _, n in names])
+    dev = ((g - g.mean(0)) ** 2).sum(1)
     s = {
         "summed_variance": float(var.sum()),
+        "summed_variance_without_top_sample": summed_variance(np.delete(g, int(dev.argmax()), axis=0)),
         "summed_variance_by_tensor": {
             name: float(var[a:b].sum()) for (name, _), a, b in zip(names, bounds[:-1], bounds[1:], strict=True)
         },
@@ -167,6 +178,7 @@ def run_kappa(args, kappa: float) -> dict:
             "bcg": _estimator_summary(gb, stats["bcg"], secs["bcg"], names),
             "ratio_bcg_over_plain": summed_variance(gb) / summed_variance(gp),
             "ratio_ci95": [lo, hi],
+            "ratio_without_each_top_sample": _estimator_top_ratio(gp, gb),
             "log10_ratio_per_sample_sq_norm_median": float(
                 np.median(np.log10(((gb - gb.mean(0)) ** 2).sum(1) / ((gp - gp.mean(0)) ** 2).sum(1)))
             ),
