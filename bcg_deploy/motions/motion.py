@@ -11,6 +11,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+# The per-frame arrays of a Motion, in declaration order (checkpoints and exports store exactly these).
+ARRAY_FIELDS = (
+    "root_pos",
+    "root_quat",
+    "joint_pos",
+    "joint_vel",
+    "root_lin_vel",
+    "root_ang_vel",
+    "body_pos_w",
+    "body_quat_w",
+    "body_lin_vel_w",
+    "body_ang_vel_w",
+)
+
 
 @dataclass(frozen=True, eq=False)
 class Motion:

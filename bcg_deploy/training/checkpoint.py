@@ -63,23 +63,12 @@ import torch
 from torch import nn
 
 from bcg_deploy.errors import BcgdError
-from bcg_deploy.motions.motion import Motion
+from bcg_deploy.motions.motion import ARRAY_FIELDS, Motion
 from bcg_deploy.robots import RobotSpec
 
 FORMAT = "bcg-deploy/run"
 FORMAT_VERSION = 1
-MOTION_ARRAYS = (
-    "root_pos",
-    "root_quat",
-    "joint_pos",
-    "joint_vel",
-    "root_lin_vel",
-    "root_ang_vel",
-    "body_pos_w",
-    "body_quat_w",
-    "body_lin_vel_w",
-    "body_ang_vel_w",
-)
+MOTION_ARRAYS = ARRAY_FIELDS
 EXPORT_KEYS = (
     "format",
     "format_version",

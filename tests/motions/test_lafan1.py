@@ -12,6 +12,7 @@ from bcg_deploy.motions import cache, import_lafan1_dir, list_motions, load_lafa
 from bcg_deploy.motions.build import LoadCfg, filtered_source_track
 from bcg_deploy.motions.csv_io import read_lafan1_csv
 from bcg_deploy.motions.filters import SpikeFilterCfg, _spikes
+from bcg_deploy.motions.motion import ARRAY_FIELDS
 from bcg_deploy.motions.windows import WindowCriterion, choose_window
 from tests.motions.conftest import LAFAN1_FILES, lafan1_dir
 
@@ -44,18 +45,7 @@ def test_task_motion_loads(imported, robot, task):
     m = motions[task]
     assert m.name == task and m.fps == 50.0 and m.num_frames == 751 and m.duration == pytest.approx(15.0)
     assert m.source["kind"] == "lafan1" and m.source["file"] == f"{TASK_FILES[task]}.csv"
-    for field in (
-        "root_pos",
-        "root_quat",
-        "joint_pos",
-        "joint_vel",
-        "root_lin_vel",
-        "root_ang_vel",
-        "body_pos_w",
-        "body_quat_w",
-        "body_lin_vel_w",
-        "body_ang_vel_w",
-    ):
+    for field in ARRAY_FIELDS:
         arr = getattr(m, field)
         assert arr.shape[0] == 751 and np.isfinite(arr).all(), field
     assert m.body_pos_w.shape == (751, 30, 3) and m.body_quat_w.shape == (751, 30, 4)
