@@ -5,7 +5,8 @@ branch state met by SHAC + BCG: a foot resting on its two heel spheres) and repo
 kappa 300: the largest singular value of d(q+, qd+)/d(q_target) with implicit PD damping (default),
 with 100x effort limits (saturation ruled out) and with explicit damping; central differences along
 the top right-singular vector for shrinking steps (a derivative that grows like 1/h is a jump in the
-forward map, not a steep slope); and a 201-point scan of the worst input over +/-2e-5 rad with the
+forward map, not a steep slope); the same norm with 10, 30 and 100 Gauss-Seidel sweeps (a converging
+solve would settle); and a 201-point scan of the worst input over +/-2e-5 rad with the
 largest output step and the foot-sphere normal impulses on both sides of it. JSON to
 bench/results/contact_jacobian_probe.json; prints ``name.metric: value`` lines.
 
@@ -26,8 +27,11 @@ from bcg_deploy.robots import load_robot
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def _sim(robot, state: dict, n: int, kappa: float, pd: str = "implicit", effort_scale: float = 1.0) -> Simulator:
-    sim = Simulator(robot, SimConfig(num_envs=n, kappa=kappa, dtype="float64", pd_damping=pd))
+def _sim(
+    robot, state: dict, n: int, kappa: float, pd: str = "implicit", effort_scale: float = 1.0, sweeps: int = 10
+) -> Simulator:
+    cfg = SimConfig(num_envs=n, kappa=kappa, dtype="float64", pd_damping=pd, contact_iterations=sweeps)
+    sim = Simulator(robot, cfg)
     params = {k: torch.tensor(v, dtype=torch.float64)[None] for k, v in state["params"].items()}
     params["act_effort"] = torch.as_tensor(robot.effort_limit, dtype=torch.float64)[None] * effort_scale
     sim.set_env_params(**params)
@@ -67,6 +71,13 @@ def main() -> None:
     out["sigma_max_explicit"] = float(
         torch.linalg.matrix_norm(jacobian(_sim(robot, state, 1, args.kappa, pd="explicit"), q, qd, qt), 2)
     )
+    out["sigma_max_by_sweeps"] = {
+        f"{pd}_{it}": float(
+            torch.linalg.matrix_norm(jacobian(_sim(robot, state, 1, args.kappa, pd, sweeps=it), q, qd, qt), 2)
+        )
+        for pd in ("implicit", "explicit")
+        for it in (10, 30, 100)
+    }
     fd = []
     with torch.no_grad():
         for h in (1e-4, 1e-5, 1e-6, 1e-7):
@@ -103,6 +114,8 @@ def main() -> None:
     tmp.replace(args.out)
     for key in ("sigma_max_implicit", "sigma_max_implicit_effort_x100", "sigma_max_explicit"):
         print(f"{key}: {out[key]:.4g}")
+    for key, value in out["sigma_max_by_sweeps"].items():
+        print(f"sigma_max.{key}_sweeps: {value:.4g}")
     for row in fd:
         print(f"fd.h{row['h']:g}: {row['fd_norm']:.4g} (analytic {row['analytic_norm']:.4g})")
     sc = out["scan"]
