@@ -294,7 +294,8 @@ class Trainer:
     def run(self) -> TrainResult:
         cfg = self.cfg.runner
         end = cfg.iterations if cfg.stop_at <= 0 else min(cfg.stop_at, cfg.iterations)
-        saved: Path | None = None
+        existing = self.run_dir / CHECKPOINT_NAME
+        saved: Path | None = existing if self.iteration >= end and existing.exists() else None
         try:
             while self.iteration < end:
                 self.step()
@@ -351,7 +352,9 @@ def resume_config(path: Path) -> TrainConfig:
     ck = load_resume_checkpoint(Path(path), None)
     d = dict(ck["config"])
     d["sim"] = {k: v for k, v in d["sim"].items() if k != "control_dt"}
-    return from_dict(d)
+    cfg = from_dict(d)
+    cfg.runner.stop_at = 0  # a stop point belongs to the invocation that stopped, not to the run
+    return cfg
 
 
 def train(

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from bcg_deploy.cli import _register, app
 from bcg_deploy.training import checkpoint as ckpt_io
 from bcg_deploy.training.logger import read_metrics
-from bcg_deploy.training.runner import Trainer
+from bcg_deploy.training.runner import Trainer, resume_config
 
 from .conftest import tiny_cfg
 
@@ -51,8 +51,9 @@ def test_checkpoint_has_everything_export_needs(full_run):
 def test_resume_is_exact(full_run, tmp_path, tiny_motion):
     _run(tmp_path, tiny_motion, "runner.stop_at=2")
     assert json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])["iteration"] == 2
-    cfg = tiny_cfg(f"runner.out_dir={tmp_path}", "runner.iterations=4", "runner.save_every=2")
-    Trainer(cfg, resume=tmp_path / "run.pt").run()
+    cfg = resume_config(tmp_path / "run.pt")  # what `bcgd train --resume` starts from: the stored config
+    assert cfg.runner.stop_at == 0 and cfg.runner.iterations == 4
+    assert Trainer(cfg, resume=tmp_path / "run.pt").run().iteration == 4
     a, b = read_metrics(full_run.run_dir), read_metrics(tmp_path)
     assert len(a) == len(b) == 4
     for ra, rb in zip(a, b, strict=True):
