@@ -236,6 +236,7 @@ class Trainer:
         a_lr, c_lr = self.shac.set_learning_rate(it, cfg.runner.iterations)
         if it == cfg.debug.inject_nan_iteration:
             self.env.inject_nan(cfg.debug.inject_nan_step)
+            self._event("nan_injected", f"debug: NaN written into env 0's state at step {cfg.debug.inject_nan_step}")
         roll = self.shac.rollout(self.env)
         actor_stats = self.shac.update_actor(roll.actor_loss)
         roll.actor_loss = roll.actor_loss.detach()
