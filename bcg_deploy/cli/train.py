@@ -95,7 +95,9 @@ def train_cmd(
     start: float | None = typer.Option(None, "--start", help="Window start in the CSV (s)."),
     duration: float | None = typer.Option(None, "--duration", help="Window length in the CSV (s, default 15)."),
     envs: int | None = typer.Option(None, "--envs", help="Parallel environments (default 64)."),
-    iterations: int | None = typer.Option(None, "--iterations", help="SHAC iterations (default 300; paper 3000)."),
+    iterations: int | None = typer.Option(
+        None, "--iterations", help="SHAC iterations (default 300, ~22 min on a 2-core CPU; paper 3000)."
+    ),
     horizon: int | None = typer.Option(None, "--horizon", help="Differentiable window, control steps (default 32)."),
     device: str | None = typer.Option(None, "--device", help="cpu | cuda (default cpu)."),
     kappa: float | None = typer.Option(None, "--kappa", help="Contact stiffness 1/m (default 300)."),

@@ -181,7 +181,8 @@ class RunnerCfg:
     """Loop, logging and checkpoints."""
 
     iterations: int = 300
-    """SHAC iterations (paper: 3000). The default is the CPU-sized main job of ``bcgd train dance``."""
+    """SHAC iterations (paper: 3000). The default is the CPU-sized main job of ``bcgd train dance``:
+    about 22 min on a shared 2-core CPU at 64 envs x horizon 32 (4.3 s per iteration, measured)."""
     save_every: int = 50
     """Write run.pt every K iterations (and at the end)."""
     seed: int = 0

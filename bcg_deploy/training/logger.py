@@ -85,7 +85,7 @@ CURVES = (
     ("reward", "reward / step"),
     ("tracking_error_cm", "tracking error (cm)"),
     ("episode_length", "episode length (steps)"),
-    ("actor_grad_norm", "actor grad norm"),
+    ("actor_grad_norm", "actor grad norm (before clipping)"),
 )
 
 
@@ -104,6 +104,8 @@ def plot_learning_curve(run_dir: Path, out_name: str = "learning_curve.png") -> 
     for ax, (key, label) in zip(axes, CURVES, strict=True):
         ys = [float(r[key]) if isinstance(r.get(key), (int, float)) else math.nan for r in rows]
         ax.plot(its, ys, lw=1.2)
+        if key == "actor_grad_norm" and any(y > 0 for y in ys if y == y):
+            ax.set_yscale("log")  # pre-clip norms: rare stiff-contact spikes span many decades
         ax.set_xlabel("iteration")
         ax.set_title(label, fontsize=10)
         ax.grid(alpha=0.3)
