@@ -18,13 +18,14 @@ substep's midpoint configuration:
 4. ``contact_force``: ``qfrc_impulse = Jc^T p`` (N s), consumed by the velocity update
    ``qd+ = qd + M^-1 (dt qfrc_smooth + qfrc_impulse)``.
 
-Decision (measured; docs/decisions.md D2): the Gauss-Seidel step is per component,
-``p_i <- proj(p_i - diag(G_ii)^-1 r_i)``, instead of METHOD's scalar ``r_i = 1 / (1 + sum_j det G_ij)``.
-For the G1 (four rigidly coupled spheres per foot, det G_ij ~ 0.02) the scalar step converges too
-slowly (10 sweeps: the home pose at 10x gains falls over within 3 s at kappa 300); a full 3x3 block
-step converges but couples the normal to the tangential residual, inflating the normal impulse of a
-sliding foot (4.2 m g, deceleration 0.80 mu g); the per-component step gives 1.001 mu g and the same
-standing answer as 100 scalar sweeps.
+Decision (measured; docs/decisions.md D5, which supersedes D2): METHOD's scalar step
+``p_i <- proj(p_i - r_i (sum_j G_ij p_j + c_i))`` is kept, with ``r_i = 1.8 / ||G_ii||_F`` instead of
+``1 / (1 + sum_j det G_ij)``. For the G1 (four rigidly coupled spheres per foot, det G_ij ~ 0.02) METHOD's r_i
+needs ~100 sweeps (the home pose at 10x gains falls within 3 s at kappa 300 with 10). With ``p' = s(d) p``
+the unprojected system is symmetric positive definite (``G + blockdiag((1/s_i - 1) G_ii)``), so the sweep
+converges for ``r_i lambda_max(G_ii) < 2``; ``||G_ii||_F >= lambda_max`` makes 1.8 a safe over-relaxation.
+The session-1 per-component step ``diag(G_ii)^-1`` (``step="component"``) converged in value but not in
+slope: at a foot resting on two heel spheres its one-step Jacobian reached 3.2e6 (21.6 with this step).
 """
 
 # No ``from __future__ import annotations``: Warp reads the (closure) type annotations at definition.
@@ -45,6 +46,12 @@ from bcg_deploy.diffsim.types import Types
 SIGMOID_CLAMP = 50.0
 # |det G_ii| below this (1/kg^3) is treated as singular: the contact gets no warm start.
 SINGULAR_DET = 1.0e-12
+# The "scalar" step r_i = SCALAR_RELAXATION / ||G_ii||_F (kg): a Gauss-Seidel sweep of the unprojected
+# (symmetric after the substitution p' = s(d) p) system converges for r_i lambda_max(G_ii) < 2, and
+# ||G_ii||_F >= lambda_max(G_ii).
+SCALAR_RELAXATION = 1.8
+# Gauss-Seidel steps (``ContactModel.step``, a launch argument of ``contact_pgs_kernel``).
+STEPS = {"component": 0, "scalar": 1}
 
 
 def _row_solve_code(tree: tuple, ctype: str) -> str:
@@ -135,6 +142,14 @@ def build(t: Types, num_contacts: int, tree: tuple) -> SimpleNamespace:
             else:
                 out = p
         return out
+
+    @wp.func(module=mod)
+    def frobenius(g: mat33) -> S:
+        acc = S(0.0)
+        for a in range(3):
+            for b in range(3):
+                acc = acc + g[a, b] * g[a, b]
+        return wp.sqrt(acc)
 
     @wp.kernel(module=mod)
     def contact_frames_kernel(
@@ -258,6 +273,7 @@ def build(t: Types, num_contacts: int, tree: tuple) -> SimpleNamespace:
     def contact_pgs_kernel(
         # Model:
         iterations: int,
+        step_mode: int,
         kappa: S,
         mu_in: wp.array(dtype=S),
         # Data in:
@@ -292,6 +308,8 @@ def build(t: Types, num_contacts: int, tree: tuple) -> SimpleNamespace:
                         res = res + con_s_out[e, j] * (con_G_in[e, i, j] * con_p_out[e, it, j])
                 gii = con_G_in[e, i, i]
                 step = vec3(res[0] / gii[0, 0], res[1] / gii[1, 1], res[2] / gii[2, 2])
+                if step_mode == 1:
+                    step = (S(SCALAR_RELAXATION) / frobenius(gii)) * res
                 con_p_out[e, it + 1, i] = project(con_p_out[e, it, i] - step, mu)
         for i in range(NC):
             con_impulse_out[e, i] = con_s_out[e, i] * con_p_out[e, iterations, i]
@@ -370,7 +388,7 @@ class ContactModel:
     con_radius [NC] (m), con_dofmask [NC, NV] (1 where the dof moves the contact's body), con_chain
     [NC, max chain] (those dofs, -1 padded),
     con_foot [NC] (index into ``feet``), mu [*] (friction coefficient per env or shared),
-    kappa (1/m), iterations (Gauss-Seidel sweeps).
+    kappa (1/m), iterations (Gauss-Seidel sweeps), step (``STEPS`` code of the Gauss-Seidel step).
     """
 
     num_contacts: int
@@ -384,9 +402,12 @@ class ContactModel:
     mu: wp.array
     kappa: float
     iterations: int
+    step: int = STEPS["scalar"]
 
 
-def put_contact_model(mjm, robot, t: Types, device: str, num_envs: int, kappa: float, iterations: int, mu: float):
+def put_contact_model(
+    mjm, robot, t: Types, device: str, num_envs: int, kappa: float, iterations: int, mu: float, step: str = "scalar"
+):
     """The foot spheres of ``robot`` (``RobotSpec.foot_contact_points``) as a ``ContactModel``."""
     points = robot.foot_contact_points
     nc, nv = len(points), mjm.nv
@@ -415,6 +436,7 @@ def put_contact_model(mjm, robot, t: Types, device: str, num_envs: int, kappa: f
         mu=wp.array(np.array([mu], t.np_dtype), dtype=t.scalar, device=device),
         kappa=float(kappa),
         iterations=int(iterations),
+        step=STEPS[step],
     )
 
 
@@ -469,9 +491,9 @@ def record_contact(m, k: SimpleNamespace, cm: ContactModel, d, s: int, dt: float
         adj_outs = [g["con_jac"][s], g["con_minvjt"][s], g["qd"][s], g[smooth][s]]
         rec.add_adjoint_only(launch_cmd(k.contact_delassus_adjoint_kernel, (E, nv), adj_ins, adj_outs, m.device))
     # 4. projected Gauss-Seidel with the kappa smoothing (Warp autodiff through the sweeps).
-    pins = [cm.iterations, S(cm.kappa), cm.mu, d.con_depth[s], d.con_G[s], d.con_c[s]]
+    pins = [cm.iterations, cm.step, S(cm.kappa), cm.mu, d.con_depth[s], d.con_G[s], d.con_c[s]]
     pouts = [d.con_s[s], d.con_Ginv[s], d.con_p[s], d.con_impulse[s]]
-    adj = None if g is None else [None, None, None, g["con_depth"][s], g["con_G"][s], g["con_c"][s]]
+    adj = None if g is None else [None, None, None, None, g["con_depth"][s], g["con_G"][s], g["con_c"][s]]
     adj_out = None if g is None else [g[n][s] for n in ("con_s", "con_Ginv", "con_p", "con_impulse")]
     rec.add(k.contact_pgs_kernel, pins, pouts, adj, adj_out, dim=E)
     # 5. generalised impulse Jc^T p (Warp autodiff).

@@ -2,7 +2,8 @@
 
 An independent, deliberately plain implementation of METHOD.md section 2 on top of MuJoCo C
 (mass matrix, bias forces, point Jacobians), with the simulator's two measured decisions
-(implicit PD damping, per-component Gauss-Seidel step; see docs/decisions.md). The Warp
+(implicit PD damping, the scalar Gauss-Seidel step r_i = 1.8 / ||G_ii||_F or the earlier per-component
+one; see docs/decisions.md). The Warp
 simulator must agree with it to float64 round-off. One env at a time; slow but obvious.
 """
 
@@ -26,6 +27,7 @@ class ReferenceConfig:
     gravity: bool = True
     pd: bool = True
     gain_scale: float = 1.0
+    step: str = "scalar"  # Gauss-Seidel step: "scalar" (D5) or "component" (D2)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -68,15 +70,16 @@ class MoreauReference:
         nc, mu = len(depth), self.cfg.mu
         s = _sigmoid(self.cfg.kappa * depth)
         blk = [[G[3 * i : 3 * i + 3, 3 * j : 3 * j + 3] for j in range(nc)] for i in range(nc)]
-        p = np.array([-np.linalg.solve(blk[i][i], c[3 * i : 3 * i + 3]) for i in range(nc)])
-        p = np.array([_project(pi, mu) for pi in p])
+        scalar = self.cfg.step == "scalar"
+        p = np.array([_project(-np.linalg.solve(blk[i][i], c[3 * i : 3 * i + 3]), mu) for i in range(nc)])
         for _ in range(self.cfg.iterations):
             for i in range(nc):
                 res = c[3 * i : 3 * i + 3] + blk[i][i] @ p[i]
                 for j in range(nc):
                     if j != i:
                         res = res + s[j] * (blk[i][j] @ p[j])
-                p[i] = _project(p[i] - res / np.diag(blk[i][i]), mu)
+                step = 1.8 / np.linalg.norm(blk[i][i]) * res if scalar else res / np.diag(blk[i][i])
+                p[i] = _project(p[i] - step, mu)
         return p * s[:, None]
 
     def step(self, q: np.ndarray, qd: np.ndarray, q_target: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
