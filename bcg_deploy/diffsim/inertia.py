@@ -22,7 +22,8 @@ from bcg_deploy.diffsim.types import Types
 def build(t: Types, max_children: int) -> SimpleNamespace:
     S, vec6, vec10 = t.scalar, t.vec6, t.vec10
     mod = dmath.module_name(t)
-    inert_mul = dmath.build(t).inert_mul
+    mth = dmath.build(t)
+    inert_mul, inert_mul_adj_inertia = mth.inert_mul, mth.inert_mul_adj_inertia
 
     @wp.func(module=mod)
     def crb(
@@ -45,6 +46,25 @@ def build(t: Types, max_children: int) -> SimpleNamespace:
                 if c >= 0:
                     acc = acc + crb_out[e, c]
             crb_out[e, b] = acc
+
+    @wp.func_grad(crb)
+    def adj_crb(
+        body_children: wp.array2d(dtype=int),
+        e: int,
+        cinert_in: wp.array2d(dtype=vec10),
+        crb_out: wp.array2d(dtype=vec10),
+    ):
+        """Hand-written adjoint: parents before children, each body's composite-inertia adjoint is final when
+        reached (a parent's adds to its children's) and is its own inertia's adjoint."""
+        a_cinert = wp.adjoint[cinert_in]
+        a_crb = wp.adjoint[crb_out]
+        for b in range(1, body_children.shape[0]):
+            g = a_crb[e, b]
+            a_cinert[e, b] += g
+            for k in range(wp.static(max_children)):
+                c = body_children[b, k]
+                if c >= 0:
+                    a_crb[e, c] += g
 
     @wp.func(module=mod)
     def mass_matrix(
@@ -70,5 +90,44 @@ def build(t: Types, max_children: int) -> SimpleNamespace:
             qM_out[e, adr] = wp.dot(cdof_in[e, i], f) + dof_armature[pe, i] + dof_damping_in[e, i]
             for k in range(1, dof_Mnum[i]):
                 qM_out[e, adr + k] = wp.dot(cdof_in[e, M_colind[adr + k]], f)
+
+    @wp.func_grad(mass_matrix)
+    def adj_mass_matrix(
+        dof_bodyid: wp.array(dtype=int),
+        dof_Madr: wp.array(dtype=int),
+        dof_Mnum: wp.array(dtype=int),
+        M_colind: wp.array(dtype=int),
+        dof_armature: wp.array2d(dtype=S),
+        e: int,
+        cdof_in: wp.array2d(dtype=vec6),
+        crb_in: wp.array2d(dtype=vec10),
+        dof_damping_in: wp.array2d(dtype=S),
+        qM_out: wp.array2d(dtype=S),
+    ):
+        """Hand-written adjoint of M[i, j] = cdof_j . (I_i cdof_i) (I_i the composite inertia of dof i's body,
+        j = i and its ancestors): with a_ij = adj M[i, j] and g_i = sum_j a_ij cdof_j (the adjoint of
+        f_i = I_i cdof_i): adj cdof_j += a_ij f_i, adj cdof_i += I_i g_i, adj I_i += (g_i, cdof_i) outer
+        product (``inert_mul_adj_inertia``); adj dof_damping_i += a_ii. No armature adjoint (model)."""
+        a_cdof = wp.adjoint[cdof_in]
+        a_crb = wp.adjoint[crb_in]
+        a_damping = wp.adjoint[dof_damping_in]
+        a_qM = wp.adjoint[qM_out]
+        for i in range(dof_bodyid.shape[0]):
+            b = dof_bodyid[i]
+            adr = dof_Madr[i]
+            ci = cdof_in[e, i]
+            inertia = crb_in[e, b]
+            f = inert_mul(inertia, ci)
+            aii = a_qM[e, adr]
+            a_damping[e, i] += aii
+            g = aii * ci
+            a_cdof[e, i] += aii * f
+            for k in range(1, dof_Mnum[i]):
+                j = M_colind[adr + k]
+                aij = a_qM[e, adr + k]
+                g = g + aij * cdof_in[e, j]
+                a_cdof[e, j] += aij * f
+            a_cdof[e, i] += inert_mul(inertia, g)
+            a_crb[e, b] += inert_mul_adj_inertia(g, ci)
 
     return SimpleNamespace(crb=crb, mass_matrix=mass_matrix)

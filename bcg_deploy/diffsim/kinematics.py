@@ -26,6 +26,8 @@ def build(t: Types, has_jnt_pos: bool = True) -> SimpleNamespace:
     mod = dmath.module_name(t)
     mth = dmath.build(t)
     spatial, quat_integrate, rotation, cinert_world = mth.spatial, mth.quat_integrate, mth.rotation, mth.cinert_world
+    top, bottom, rotation_adj, cinert_world_adj = mth.top, mth.bottom, mth.rotation_adj, mth.cinert_world_adj
+    quat_conj, quat_rotate_adj = mth.quat_conj, mth.quat_rotate_adj
     FREE = wp.constant(JNT_FREE)
     HINGE = wp.constant(JNT_HINGE)
 
@@ -134,5 +136,103 @@ def build(t: Types, has_jnt_pos: bool = True) -> SimpleNamespace:
                 ax = R * jnt_axis[b]
                 cdof_out[e, d] = spatial(ax, wp.cross(anchor, ax))
             cinert_out[e, b] = cinert_world(pos, rot, body_mass[pm, b], body_ipos[pp, b], body_inertia_mat[pi, b])
+
+    @wp.func_grad(kinematics)
+    def adj_kinematics(
+        body_parentid: wp.array(dtype=int),
+        body_jnttype: wp.array(dtype=int),
+        body_qposadr: wp.array(dtype=int),
+        body_dofadr: wp.array(dtype=int),
+        body_pos: wp.array(dtype=vec3),
+        body_quat: wp.array(dtype=quat),
+        jnt_pos: wp.array(dtype=vec3),
+        jnt_axis: wp.array(dtype=vec3),
+        body_mass: wp.array2d(dtype=S),
+        body_ipos: wp.array2d(dtype=vec3),
+        body_inertia_mat: wp.array2d(dtype=mat33),
+        e: int,
+        q_mid_in: wp.array2d(dtype=S),
+        ref_pos_in: wp.array(dtype=vec3),
+        xpos_out: wp.array2d(dtype=vec3),
+        xquat_out: wp.array2d(dtype=quat),
+        cinert_out: wp.array2d(dtype=vec10),
+        cdof_out: wp.array2d(dtype=vec6),
+    ):
+        """Hand-written adjoint of ``kinematics`` (children before parents; no model-parameter adjoints).
+
+        Reads the stored frames instead of recomputing the chain: a hinge's own rotation is
+        qa = conj(rot0) rot with rot0 = xquat[parent] body_quat (unit quaternions), and
+        d rot / d angle = rot0 d qa / d angle = rot (axis, 0) / 2."""
+        a_q = wp.adjoint[q_mid_in]
+        a_ref = wp.adjoint[ref_pos_in]
+        a_xpos = wp.adjoint[xpos_out]
+        a_xquat = wp.adjoint[xquat_out]
+        a_cinert = wp.adjoint[cinert_out]
+        a_cdof = wp.adjoint[cdof_out]
+        pm = e % body_mass.shape[0]
+        pp = e % body_ipos.shape[0]
+        pi = e % body_inertia_mat.shape[0]
+        half = S(0.5)
+        nb = body_parentid.shape[0]
+        for r in range(nb - 1):
+            b = nb - 1 - r
+            jt = body_jnttype[b]
+            a = body_qposadr[b]
+            d = body_dofadr[b]
+            p = body_parentid[b]
+            pos = xpos_out[e, b]
+            rot = xquat_out[e, b]
+            R = rotation(rot)
+            a_pos, aR = cinert_world_adj(
+                pos, R, body_mass[pm, b], body_ipos[pp, b], body_inertia_mat[pi, b], a_cinert[e, b]
+            )
+            a_pos = a_pos + a_xpos[e, b]
+            a_rot = a_xquat[e, b]
+            if jt == FREE:
+                for i in range(3):
+                    g = a_cdof[e, d + 3 + i]
+                    ax = vec3(R[0, i], R[1, i], R[2, i])
+                    unit = vec3(S(0.0), S(0.0), S(0.0))
+                    unit[i] = S(1.0)
+                    aR = aR + wp.outer(top(g) + wp.cross(bottom(g), pos), unit)
+                    a_pos = a_pos + wp.cross(ax, bottom(g))
+                a_rot = a_rot + rotation_adj(rot, aR)
+                a_q[e, a] += a_pos[0]
+                a_q[e, a + 1] += a_pos[1]
+                a_q[e, a + 2] += a_pos[2]
+                a_q[e, a + 3] += a_rot[3]
+                a_q[e, a + 4] += a_rot[0]
+                a_q[e, a + 5] += a_rot[1]
+                a_q[e, a + 6] += a_rot[2]
+                a_ref[e] += -a_pos
+            else:
+                q_p = xquat_out[e, p]
+                rot0 = q_p * body_quat[b]
+                a_pos0 = a_pos
+                a_rot0 = a_rot
+                if jt == HINGE:
+                    axis = jnt_axis[b]
+                    g = a_cdof[e, d]
+                    anchor = pos
+                    if wp.static(has_jnt_pos):
+                        anchor = pos + wp.quat_rotate(rot, jnt_pos[b])
+                    aR = aR + wp.outer(top(g) + wp.cross(bottom(g), anchor), axis)
+                    a_anchor = wp.cross(R * axis, bottom(g)) + a_pos
+                    a_rot = a_rot + rotation_adj(rot, aR)
+                    if wp.static(has_jnt_pos):
+                        a_rot = a_rot - quat_rotate_adj(rot, jnt_pos[b], a_pos)
+                    # rot = rot0 qa(angle): adj_angle = <a_rot, rot (axis, 0)> / 2, adj_rot0 = a_rot conj(qa).
+                    qa = quat_conj(rot0) * rot
+                    a_q[e, a] += half * wp.dot(a_rot, rot * quat(axis[0], axis[1], axis[2], S(0.0)))
+                    a_rot0 = a_rot * quat_conj(qa)
+                    a_pos0 = a_anchor
+                    if wp.static(has_jnt_pos):
+                        a_rot0 = a_rot0 + quat_rotate_adj(rot0, jnt_pos[b], a_anchor)
+                else:
+                    a_rot0 = a_rot + rotation_adj(rot, aR)
+                # pos0 = xpos[p] + quat_rotate(xquat[p], body_pos); rot0 = xquat[p] body_quat.
+                a_xpos[e, p] += a_pos0
+                a_xquat[e, p] += quat_rotate_adj(q_p, body_pos[b], a_pos0) + a_rot0 * quat_conj(body_quat[b])
+        a_ref[e] += -a_xpos[e, 0]
 
     return SimpleNamespace(midpoint=midpoint, kinematics=kinematics)

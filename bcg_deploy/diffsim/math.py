@@ -130,27 +130,13 @@ def build(t: Types) -> SimpleNamespace:
             mass,
         )
 
-    @wp.func_grad(cinert_world)
-    def adj_cinert_world(pos: vec3, rot: quat, mass: S, ipos: vec3, ib: mat33, adj_ret: vec10):
-        # G: symmetric matrix with <G, I> = sum_k adj_k I_k over the 6 stored entries of I.
-        half = S(0.5)
-        G = mat33(
-            adj_ret[0], half * adj_ret[3], half * adj_ret[4],
-            half * adj_ret[3], adj_ret[1], half * adj_ret[5],
-            half * adj_ret[4], half * adj_ret[5], adj_ret[2],
-        )  # fmt: skip
-        R = rotation(rot)
-        c = pos + R * ipos
-        # d<G, R ib R^T> = 2 <G R ib, dR>;  d<G, m(|c|^2 1 - c c^T)>/dc = 2 m (tr(G) c - G c);  h = m c.
-        adj_c = S(2.0) * mass * ((G[0, 0] + G[1, 1] + G[2, 2]) * c - G * c)
-        adj_c = adj_c + mass * vec3(adj_ret[6], adj_ret[7], adj_ret[8])
-        aR = S(2.0) * G * R * ib + wp.outer(adj_c, ipos)
-        wp.adjoint[pos] += adj_c
-        # Adjoint of ``rotation``: dL/dq = sum_ij aR_ij dR_ij/dq.
-        x = rot[0]
-        y = rot[1]
-        z = rot[2]
-        w = rot[3]
+    @wp.func(module=mod)
+    def rotation_adj(q: quat, aR: mat33) -> quat:
+        """Adjoint of ``rotation`` (the polynomial formula above, for any q): sum_ij aR_ij dR_ij/dq."""
+        x = q[0]
+        y = q[1]
+        z = q[2]
+        w = q[3]
         two = S(2.0)
         gx = two * (y * (aR[0, 1] + aR[1, 0]) + z * (aR[0, 2] + aR[2, 0]) + w * (aR[2, 1] - aR[1, 2]))
         gx = gx - S(4.0) * x * (aR[1, 1] + aR[2, 2])
@@ -159,7 +145,47 @@ def build(t: Types) -> SimpleNamespace:
         gz = two * (x * (aR[0, 2] + aR[2, 0]) + y * (aR[1, 2] + aR[2, 1]) + w * (aR[1, 0] - aR[0, 1]))
         gz = gz - S(4.0) * z * (aR[0, 0] + aR[1, 1])
         gw = two * (x * (aR[2, 1] - aR[1, 2]) + y * (aR[0, 2] - aR[2, 0]) + z * (aR[1, 0] - aR[0, 1]))
-        wp.adjoint[rot] += quat(gx, gy, gz, gw)
+        return quat(gx, gy, gz, gw)
+
+    @wp.func(module=mod)
+    def cinert_world_adj(pos: vec3, R: mat33, mass: S, ipos: vec3, ib: mat33, adj_ret: vec10):
+        """Adjoint of ``cinert_world`` with respect to ``pos`` and the rotation matrix ``R = rotation(rot)``:
+        returns (adj_pos, adj_R); ``rotation_adj`` maps adj_R to the quaternion."""
+        # G: symmetric matrix with <G, I> = sum_k adj_k I_k over the 6 stored entries of I.
+        half = S(0.5)
+        G = mat33(
+            adj_ret[0], half * adj_ret[3], half * adj_ret[4],
+            half * adj_ret[3], adj_ret[1], half * adj_ret[5],
+            half * adj_ret[4], half * adj_ret[5], adj_ret[2],
+        )  # fmt: skip
+        c = pos + R * ipos
+        # d<G, R ib R^T> = 2 <G R ib, dR>;  d<G, m(|c|^2 1 - c c^T)>/dc = 2 m (tr(G) c - G c);  h = m c.
+        adj_c = S(2.0) * mass * ((G[0, 0] + G[1, 1] + G[2, 2]) * c - G * c)
+        adj_c = adj_c + mass * vec3(adj_ret[6], adj_ret[7], adj_ret[8])
+        aR = S(2.0) * G * R * ib + wp.outer(adj_c, ipos)
+        return adj_c, aR
+
+    @wp.func_grad(cinert_world)
+    def adj_cinert_world(pos: vec3, rot: quat, mass: S, ipos: vec3, ib: mat33, adj_ret: vec10):
+        adj_pos, aR = cinert_world_adj(pos, rotation(rot), mass, ipos, ib, adj_ret)
+        wp.adjoint[pos] += adj_pos
+        wp.adjoint[rot] += rotation_adj(rot, aR)
+
+    @wp.func(module=mod)
+    def quat_conj(q: quat) -> quat:
+        return quat(-q[0], -q[1], -q[2], q[3])
+
+    @wp.func(module=mod)
+    def quat_rotate_adj(q: quat, v: vec3, a: vec3) -> quat:
+        """Adjoint with respect to q of Warp's ``quat_rotate(q, v) = (2 w^2 - 1) v + 2 (u . v) u + 2 w u x v``
+        (u = q.xyz, the formula for any q) for the output adjoint ``a``; (the adjoint for v is
+        ``quat_rotate_inv(q, a)``)."""
+        u = vec3(q[0], q[1], q[2])
+        w = q[3]
+        two = S(2.0)
+        gu = two * (wp.dot(a, u) * v + wp.dot(u, v) * a + w * wp.cross(v, a))
+        gw = S(4.0) * w * wp.dot(a, v) + two * wp.dot(a, wp.cross(u, v))
+        return quat(gu[0], gu[1], gu[2], gw)
 
     @wp.func(module=mod)
     def quat_integrate(qt: quat, w: vec3, scale: S) -> quat:
@@ -186,5 +212,9 @@ def build(t: Types) -> SimpleNamespace:
         inert_mul_adj_inertia=inert_mul_adj_inertia,
         quat_integrate=quat_integrate,
         rotation=rotation,
+        rotation_adj=rotation_adj,
         cinert_world=cinert_world,
+        cinert_world_adj=cinert_world_adj,
+        quat_conj=quat_conj,
+        quat_rotate_adj=quat_rotate_adj,
     )
