@@ -12,7 +12,9 @@ inputs and outputs float32. Inside: the reference clip as constants, the trainin
 ``ObservationModule`` (forward kinematics included; computed in float64 inside the graph), the
 folded observation normaliser ``clamp((obs - mean) / std, -clip, clip)``, the deterministic actor
 ``actions = tanh(mean)``, and ``joint_pos_target = clip(default_joint_pos + action_scale * actions,
-joint_lo, joint_hi)``.
+joint_lo, joint_hi)``. The raw signature computes these as a small graph (``obs_graph``: root-relative
+kinematics, per-step reference tables, the state-independent reference entries folded into the
+actor's first-layer bias per time step), tested equal to the training modules in float64.
 
 Inputs, default signature (``--inputs raw``), MuJoCo conventions:
     base_pos      [B, 3]   world, m                       (qpos[0:3])

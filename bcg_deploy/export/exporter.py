@@ -203,7 +203,7 @@ def export_policy(cfg: ExportConfig) -> ExportResult:
     ckpt, robot = load_for_export(Path(cfg.checkpoint))
     module = build_policy(ckpt, robot, signature)
     raw_module = module if signature == "raw" else build_policy(ckpt, robot, "raw")
-    obs_dim = module.obs_module.obs_dim
+    obs_dim = module.obs_dim
     model = trace_onnx(module, signature, obs_dim, robot.num_joints)
     try:
         onnx.checker.check_model(model, full_check=True)

@@ -1,17 +1,21 @@
 """The torch modules that are traced into ``policy.onnx`` (pure torch, opset 17).
 
-Inputs and outputs are float32; the observation module (forward kinematics included) computes in
-float64 inside the graph, its result is cast to float32 for the normaliser and the actor.
+Inputs and outputs are float32. The raw signature is ``obs_graph.FastRawPolicy`` (observation in
+float64, normalised in float64, cast to float32 for the actor; see that module for how it is laid
+out for a small graph). The obs signature is the modules below (float32).
 
 - ``FoldedNormalizer``: ``clamp((x - mean) / std, -clip, clip)`` with the checkpoint's running
   statistics as constants (``RunningNormalizer.folded()``).
 - ``PolicyHead``: folded normaliser -> deterministic actor ``tanh(mean)`` -> joint targets
   ``clamp(default + scale * action, joint_lo, joint_hi)``.
 - ``RawStatePolicy``: raw robot state + ``time_step`` -> the training ``ObservationModule`` (forward
-  kinematics included, the reference clip baked in) -> ``PolicyHead``; also the reference frame.
+  kinematics included, the reference clip baked in) -> ``PolicyHead``; also the reference frame. The
+  straightforward reference the exported ``FastRawPolicy`` is tested against (not exported).
 - ``ObsPolicy``: the flat (un-normalised) observation + ``time_step`` -> ``PolicyHead`` and the
   reference frame (BeyondMimic-style signature).
-- ``build_policy(ckpt, robot, inputs)``: the module of one signature from a loaded checkpoint.
+- ``build_policy(ckpt, robot, inputs)``: the exported module of one signature from a loaded checkpoint
+  (``"raw"``: ``FastRawPolicy``; ``"obs"``: ``ObsPolicy``); ``build_reference_policy`` the
+  ``RawStatePolicy`` of the same checkpoint.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import torch
 from torch import nn
 
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.export.obs_graph import FastRawPolicy
 from bcg_deploy.robots import RobotSpec
 from bcg_deploy.training.networks import Actor
 from bcg_deploy.training.normalizer import RunningNormalizer
@@ -78,7 +83,7 @@ def _ref_outputs(
 
 
 class RawStatePolicy(nn.Module):
-    """Default signature: raw MuJoCo-convention state -> actions, targets, reference frame."""
+    """Raw MuJoCo-convention state -> actions, targets, reference frame (reference implementation)."""
 
     def __init__(self, obs_module: ObservationModule, head: PolicyHead) -> None:
         super().__init__()
@@ -105,6 +110,7 @@ class ObsPolicy(nn.Module):
         super().__init__()
         self.obs_module = obs_module
         self.head = head
+        self.obs_dim = obs_module.obs_dim
 
     def forward(self, obs: torch.Tensor, time_step: torch.Tensor):
         action, target = self.head(obs)
@@ -120,10 +126,29 @@ def output_names(signature: Signature) -> tuple[str, ...]:
 
 
 def build_policy(ckpt: dict[str, Any], robot: RobotSpec, signature: Signature = "raw") -> nn.Module:
-    """The eval-mode module of ``signature`` from a loaded (validated) checkpoint (float32 I/O)."""
-    # The observation (FK included) runs in float64 inside the graph: float32 rounding of the observation,
-    # amplified by the normaliser's 1/std, alone moves the actions by ~1e-5 (measured), and float64
-    # makes torch and onnxruntime agree to the MLP's float32 rounding (~1e-6).
+    """The eval-mode module of ``signature`` that is exported, from a loaded (validated) checkpoint
+    (float32 I/O)."""
+    if signature == "raw":
+        obs_module, actor, folded = _parts(ckpt, robot)
+        return FastRawPolicy(obs_module, robot, folded, actor).eval()
+    obs_module, head = _module_parts(ckpt, robot)
+    return ObsPolicy(obs_module, head).eval()
+
+
+def build_reference_policy(ckpt: dict[str, Any], robot: RobotSpec) -> RawStatePolicy:
+    """The straightforward raw-state module (training ObservationModule in float64 -> PolicyHead)."""
+    obs_module, head = _module_parts(ckpt, robot)
+    return RawStatePolicy(obs_module, head).eval()
+
+
+def _module_parts(ckpt: dict[str, Any], robot: RobotSpec) -> tuple[ObservationModule, PolicyHead]:
+    obs_module, actor, f = _parts(ckpt, robot)
+    return obs_module, PolicyHead(FoldedNormalizer(f["mean"], f["std"], float(f["clip"])), actor, robot)
+
+
+def _parts(ckpt: dict[str, Any], robot: RobotSpec) -> tuple[ObservationModule, Actor, dict[str, torch.Tensor]]:
+    # The observation (FK included) runs in float64: float32 rounding of the observation, amplified by
+    # the normaliser's 1/std (up to 316), alone moves the actions by ~1e-5 (measured).
     obs_module = ObservationModule(robot, ckpt["motion_arrays"], _future_steps(ckpt), dtype=torch.float64)
     if obs_module.spec() != ckpt["observation"]:
         raise BcgdError(
@@ -140,10 +165,7 @@ def build_policy(ckpt: dict[str, Any], robot: RobotSpec, signature: Signature = 
             f"checkpoint actor is {actor.obs_dim}->{actor.act_dim}, normaliser {norm.size}; "
             f"expected {obs_module.obs_dim}->{robot.num_joints}"
         )
-    f = norm.folded()
-    head = PolicyHead(FoldedNormalizer(f["mean"], f["std"], float(f["clip"])), actor, robot)
-    module = RawStatePolicy(obs_module, head) if signature == "raw" else ObsPolicy(obs_module, head)
-    return module.eval()
+    return obs_module, actor.eval(), norm.folded()
 
 
 def _future_steps(ckpt: dict[str, Any]) -> tuple[int, ...]:
