@@ -1,5 +1,5 @@
-"""Hand-written adjoints of the smooth stages (kinematics, composite inertia, mass matrix) against float64
-central finite differences, stage by stage.
+"""Hand-written adjoints of the smooth stages (kinematics, velocities and RNE, composite inertia, mass
+matrix) against float64 central finite differences, stage by stage.
 
 Each stage runs alone in a small kernel on G1 states; the loss of env e is a random linear functional of the
 stage's outputs for that env, and each input component is perturbed in all envs at once (envs are
@@ -18,6 +18,7 @@ import warp as wp
 
 from bcg_deploy.diffsim import inertia as dinertia
 from bcg_deploy.diffsim import kinematics as dkin
+from bcg_deploy.diffsim import rne as drne
 from bcg_deploy.diffsim.tape import launch_cmd
 from tests.diffsim.util import get_sim, random_states
 
@@ -33,6 +34,8 @@ def _kernels(has_jnt_pos: bool, max_children: int) -> SimpleNamespace:
     kinematics = dkin.build(t, has_jnt_pos).kinematics
     inr = dinertia.build(t, max_children)
     crb, mass_matrix = inr.crb, inr.mass_matrix
+    rn = drne.build(t, max_children)
+    com_vel, rne = rn.com_vel, rn.rne
     mod = f"test_stage_adjoints_{has_jnt_pos}"
 
     @wp.kernel(module=mod)
@@ -79,7 +82,27 @@ def _kernels(has_jnt_pos: bool, max_children: int) -> SimpleNamespace:
         crb(body_children, e, cinert, crb_out)
         mass_matrix(dof_bodyid, dof_Madr, dof_Mnum, M_colind, dof_armature, e, cdof, crb_out, dof_damping, qM)
 
-    return SimpleNamespace(sim=sim, kinematics=kinematics_kernel, mass=mass_kernel)
+    @wp.kernel(module=mod)
+    def bias_kernel(
+        body_parentid: wp.array(dtype=int),
+        body_children: wp.array2d(dtype=int),
+        body_jnttype: wp.array(dtype=int),
+        body_dofadr: wp.array(dtype=int),
+        dof_bodyid: wp.array(dtype=int),
+        gravity: vec3,
+        qd: wp.array2d(dtype=S),
+        cdof: wp.array2d(dtype=vec6),
+        cinert: wp.array2d(dtype=vec10),
+        cvel: wp.array2d(dtype=vec6),
+        cacc: wp.array2d(dtype=vec6),
+        cfrc: wp.array2d(dtype=vec6),
+        qfrc_bias: wp.array2d(dtype=S),
+    ):
+        e = wp.tid()
+        com_vel(body_parentid, body_jnttype, body_dofadr, gravity, e, qd, cdof, cvel, cacc)
+        rne(body_children, dof_bodyid, e, cinert, cvel, cacc, cdof, cfrc, qfrc_bias)
+
+    return SimpleNamespace(sim=sim, kinematics=kinematics_kernel, mass=mass_kernel, bias=bias_kernel)
 
 
 def _like(a: wp.array, values: np.ndarray) -> wp.array:
@@ -125,7 +148,9 @@ def _forward_values(sim, seed: int):
     q, qd = random_states(E, seed=seed, pos_range=2.0)
     d = sim._eval(E)
     sim._forward(d, torch.as_tensor(q), torch.as_tensor(qd), torch.zeros(E, sim.nu, dtype=torch.float64))
-    return {n: wp.clone(d.arrays[n][0]) for n in ("q_mid", "ref_pos", "cinert", "cdof", "dof_damping")}
+    return {n: wp.clone(d.arrays[n][0]) for n in ("q_mid", "ref_pos", "cinert", "cdof", "dof_damping")} | {
+        "qd": wp.clone(d.arrays["qd"][0])
+    }
 
 
 @pytest.mark.parametrize("has_jnt_pos", [False, True])
@@ -158,3 +183,15 @@ def test_composite_inertia_and_mass_matrix_adjoints_match_finite_differences():
     inputs += [v["cinert"], v["cdof"], damping]
     outputs = [wp.zeros((E, m.nbody), dtype=sim.types.vec10), wp.zeros((E, m.nM), dtype=sim.types.scalar)]
     _check(k.mass, inputs, [6, 7, 8], outputs, seed=8)
+
+
+def test_velocity_and_bias_force_adjoints_match_finite_differences():
+    sim = get_sim("float64", num_envs=E)
+    m = sim.model
+    k = _kernels(m.has_jnt_pos, m.max_children)
+    v = _forward_values(sim, seed=9)
+    inputs = [m.body_parentid, m.body_children, m.body_jnttype, m.body_dofadr, m.dof_bodyid, m.gravity]
+    inputs += [v["qd"], v["cdof"], v["cinert"]]
+    t = sim.types
+    outputs = [wp.zeros((E, m.nbody), dtype=t.vec6) for _ in range(3)] + [wp.zeros((E, m.nv), dtype=t.scalar)]
+    _check(k.bias, inputs, [6, 7, 8], outputs, seed=10)
