@@ -111,10 +111,14 @@ class ObsPolicy(nn.Module):
         self.obs_module = obs_module
         self.head = head
         self.obs_dim = obs_module.obs_dim
+        self.num_frames = obs_module.num_frames
+        for k in REF_KEYS:  # float32 copies: one Gather per output, no Cast
+            self.register_buffer(f"table_{k}", getattr(obs_module, f"ref_{k}").to(torch.float32).clone())
 
     def forward(self, obs: torch.Tensor, time_step: torch.Tensor):
         action, target = self.head(obs)
-        return (action, target) + _ref_outputs(self.obs_module, time_step, obs.dtype)
+        idx = torch.clamp(time_step, 0.0, float(self.num_frames - 1)).long().reshape(-1)
+        return (action, target) + tuple(getattr(self, f"table_{k}")[idx].to(obs.dtype) for k in REF_KEYS)
 
 
 def input_names(signature: Signature) -> tuple[str, ...]:
