@@ -2,14 +2,21 @@
 
     python bench/onnx_latency.py --checkpoint runs/dance/run.pt [--out bench/results/onnx_latency.json]
 
-Exports the checkpoint (both signatures) into a temporary folder, then times on this machine, same
-process, same inputs (reference-clip states):
-- onnxruntime CPU, raw-state signature and obs signature, intra-op threads 1 and 2;
-- torch eager on the same traced module (float64 observation + float32 MLP, as in the graph) and on
-  the training path in float32 (ObservationModule -> RunningNormalizer -> Actor.deterministic).
-Single input: batch 1, ``--iters`` timed calls after warm-up, p50 / p99 in microseconds. Throughput:
-batch 1024, samples per second. Prints ``name.metric: value`` lines and writes JSON (with ratios
-torch / onnxruntime measured in the same run).
+Exports the checkpoint (both signatures, the real exporter with its parity check) into a temporary
+folder, then times on this machine, same process, same inputs (reference-clip states):
+- onnxruntime CPU (graph optimisation ALL, sequential), raw-state and obs signatures, intra-op
+  threads 1 and 2, two ways of calling it:
+  ``iobinding``: inputs and the ``joint_pos_target`` output bound once (``run_with_iobinding``, how
+  sim2sim calls the policy; the time is the session call), and ``run``: ``session.run(["actions",
+  "joint_pos_target"], feeds)`` with a dict of numpy arrays (includes onnxruntime's Python-side
+  input/output conversion);
+- torch eager (1 thread) on the exported modules and on the training path in float32
+  (ObservationModule -> RunningNormalizer -> Actor.deterministic).
+Single input: batch 1, ``--iters`` timed calls after warm-up, taken round-robin over the cases in
+``--rounds`` blocks (so a load change on the shared machine hits every case), p50 / p99 in
+microseconds. Throughput: batch 1024, samples per second. Also: ONNX node counts (file, and after
+onnxruntime's graph optimisation), the export's parity figures, the load average before and after.
+Prints ``name.metric: value`` lines and writes JSON (with ratios measured in the same run).
 """
 
 from __future__ import annotations
@@ -23,27 +30,17 @@ import time
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import torch
 
 from bcg_deploy.export import ExportConfig, export_policy
 from bcg_deploy.export.exporter import load_for_export
-from bcg_deploy.export.graph import build_policy
+from bcg_deploy.export.graph import build_policy, build_reference_policy
 from bcg_deploy.export.parity import clip_states, raw_inputs
 from bcg_deploy.training.networks import Actor
 from bcg_deploy.training.normalizer import RunningNormalizer
 from bcg_deploy.training.observations import ObservationModule
-
-
-def _time(fn, iters: int, warmup: int = 200) -> np.ndarray:
-    for _ in range(warmup):
-        fn()
-    out = np.empty(iters)
-    for i in range(iters):
-        t0 = time.perf_counter()
-        fn()
-        out[i] = time.perf_counter() - t0
-    return out
 
 
 def _stats(ts: np.ndarray, batch: int) -> dict:
@@ -52,44 +49,89 @@ def _stats(ts: np.ndarray, batch: int) -> dict:
         "p99_us": float(np.percentile(ts, 99) * 1e6),
         "mean_us": float(ts.mean() * 1e6),
         "samples_per_s": float(batch / np.median(ts)),
+        "calls": int(ts.size),
     }
 
 
-def _session(path: Path, threads: int) -> ort.InferenceSession:
+def _session(path: Path, threads: int, optimized: Path | None = None) -> ort.InferenceSession:
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.log_severity_level = 3
+    if optimized is not None:
+        opts.optimized_model_filepath = str(optimized)
     return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+def _bound(sess: ort.InferenceSession, feeds: dict[str, np.ndarray]):
+    """The session call with inputs and the joint_pos_target output bound once (as sim2sim does)."""
+    binding = sess.io_binding()
+    for k, v in feeds.items():
+        binding.bind_cpu_input(k, v)
+    out = np.zeros((next(iter(feeds.values())).shape[0], 29), np.float32)
+    binding.bind_ortvalue_output("joint_pos_target", ort.OrtValue.ortvalue_from_numpy(out))
+    return lambda: sess.run_with_iobinding(binding)
+
+
+def _round_robin(fns: dict, iters: int, rounds: int, warmup: int = 100) -> dict[str, np.ndarray]:
+    """Time every case ``iters`` times in total, in ``rounds`` interleaved blocks."""
+    per = max(1, iters // rounds)
+    out: dict[str, list[float]] = {k: [] for k in fns}
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            for _ in range(10):
+                fn()
+            for _ in range(per):
+                t0 = time.perf_counter()
+                fn()
+                out[name].append(time.perf_counter() - t0)
+    return {k: np.asarray(v) for k, v in out.items()}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--checkpoint", type=Path, required=True)
     ap.add_argument("--out", type=Path, default=Path("bench/results/onnx_latency.json"))
-    ap.add_argument("--iters", type=int, default=3000)
+    ap.add_argument("--iters", type=int, default=4000, help="timed single-input calls per case")
+    ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--batch-iters", type=int, default=30)
     args = ap.parse_args()
     torch.set_num_threads(1)
+    load_before = os.getloadavg()
     ckpt, robot = load_for_export(args.checkpoint)
     tmp = Path(tempfile.mkdtemp(prefix="bcgd_bench_"))
-    paths = {}
+    exported = {}
     for sig in ("raw", "obs"):
         res = export_policy(ExportConfig(checkpoint=args.checkpoint, output=tmp / f"{sig}.onnx", inputs=sig))
-        paths[sig] = (res.path, res.num_nodes, res.parity["max_abs_err"])
+        opt = tmp / f"{sig}.optimized.onnx"
+        _session(res.path, 1, opt)
+        exported[sig] = {
+            "path": res.path,
+            "num_nodes": res.num_nodes,
+            "num_nodes_runtime": sum(n.op_type != "Constant" for n in onnx.load(str(opt)).graph.node),
+            "parity": {
+                k: res.parity[k] for k in ("max_abs_err", "max_rel_err", "max_abs_err_vs_torch_float64", "num_inputs")
+            },  # fmt: skip
+        }
     states = clip_states(ckpt["motion_arrays"])
     n = len(states)
     idx = np.arange(1024) % n
     raw_b = raw_inputs(states.q[idx], states.qd[idx], states.t[idx])
-    raw_1 = tuple(x[:1] for x in raw_b)
+    raw_1 = tuple(x[17:18].clone() for x in raw_b)
     raw_mod = build_policy(ckpt, robot, "raw")
+    ref_mod = build_reference_policy(ckpt, robot)
     obs_mod = build_policy(ckpt, robot, "obs")
+    om64 = ObservationModule(robot, ckpt["motion_arrays"], dtype=torch.float64)
     with torch.no_grad():
         q64 = torch.cat((raw_b[0], raw_b[1], raw_b[4]), -1).double()
         qd64 = torch.cat((raw_b[2], raw_b[3], raw_b[5]), -1).double()
-        obs_b = raw_mod.obs_module(q64, qd64, raw_b[6]).float()
-    obs_in = {"b": (obs_b, raw_b[6]), "1": (obs_b[:1], raw_b[6][:1])}
+        obs_b = om64(q64, qd64, raw_b[6]).float()
+    obs_in = {"b": (obs_b, raw_b[6]), "1": (obs_b[17:18].clone(), raw_b[6][17:18].clone())}
     names_raw = ("base_pos", "base_quat", "base_lin_vel", "base_ang_vel", "joint_pos", "joint_vel", "time_step")
     feeds = {
         ("raw", "1"): dict(zip(names_raw, (x.numpy() for x in raw_1), strict=True)),
@@ -97,66 +139,96 @@ def main() -> None:
         ("obs", "1"): {"obs": obs_in["1"][0].numpy(), "time_step": obs_in["1"][1].numpy()},
         ("obs", "b"): {"obs": obs_in["b"][0].numpy(), "time_step": obs_in["b"][1].numpy()},
     }
-    results: dict[str, dict] = {}
+    outs = ["actions", "joint_pos_target"]
+    single, batch, sessions = {}, {}, {}
     for sig in ("raw", "obs"):
         for threads in (1, 2):
-            sess = _session(paths[sig][0], threads)
-            one = _time(lambda s=sess, f=feeds[(sig, "1")]: s.run(["actions", "joint_pos_target"], f), args.iters)
-            many = _time(lambda s=sess, f=feeds[(sig, "b")]: s.run(["actions", "joint_pos_target"], f),
-                         args.batch_iters, 3)  # fmt: skip
-            results[f"onnxruntime.{sig}.threads{threads}"] = {
-                "single": _stats(one, 1), "batch1024": _stats(many, 1024), "num_nodes": paths[sig][1]
-            }  # fmt: skip
-    # torch eager: the traced modules, and the training path in float32
+            sess = sessions[(sig, threads)] = _session(exported[sig]["path"], threads)
+            f1 = feeds[(sig, "1")]
+            single[f"onnxruntime.{sig}.threads{threads}.iobinding"] = _bound(sess, f1)
+            single[f"onnxruntime.{sig}.threads{threads}.run"] = lambda s=sess, f=f1: s.run(outs, f)
     om32 = ObservationModule(robot, ckpt["motion_arrays"], dtype=torch.float32)
     norm = RunningNormalizer.from_state_dict(ckpt["obs_normalizer"])
     actor = Actor.from_state_dict(ckpt["actor"]).float().eval()
 
-    def training_path(x):
+    def training_path(*x):
         q = torch.cat((x[0], x[1], x[4]), -1)
         qd = torch.cat((x[2], x[3], x[5]), -1)
         return actor.deterministic(norm(om32(q, qd, x[6])))
 
+    eager = {
+        "torch_eager.raw_exported_module": (raw_mod, raw_1, raw_b),
+        "torch_eager.raw_reference_module": (ref_mod, raw_1, raw_b),
+        "torch_eager.obs_module": (obs_mod, obs_in["1"], obs_in["b"]),
+        "torch_eager.training_path_float32": (training_path, raw_1, raw_b),
+    }
     with torch.no_grad():
-        for name, fn, x1, xb in (
-            ("torch_eager.raw_module", raw_mod, raw_1, raw_b),
-            ("torch_eager.obs_module", obs_mod, obs_in["1"], obs_in["b"]),
-            ("torch_eager.training_path_float32", training_path, raw_1, raw_b),
-        ):
-            one = _time(lambda f=fn, x=x1: f(*x) if f is not training_path else f(x), max(300, args.iters // 5), 50)
-            many = _time(lambda f=fn, x=xb: f(*x) if f is not training_path else f(x), args.batch_iters, 3)
-            results[name] = {"single": _stats(one, 1), "batch1024": _stats(many, 1024)}
+        ts = _round_robin(single, args.iters, args.rounds)
+        ts |= _round_robin({k: (lambda f=f, x=x: f(*x)) for k, (f, x, _) in eager.items()},
+                           max(300, args.iters // 8), args.rounds, 20)  # fmt: skip
+        for sig in ("raw", "obs"):
+            for threads in (1, 2):
+                s, fb = sessions[(sig, threads)], feeds[(sig, "b")]
+                batch[f"onnxruntime.{sig}.threads{threads}"] = _round_robin(
+                    {"b": lambda s=s, f=fb: s.run(outs, f)}, args.batch_iters, 3, 3)["b"]  # fmt: skip
+        for k, (f, _, xb) in eager.items():
+            batch[k] = _round_robin({"b": lambda f=f, x=xb: f(*x)}, args.batch_iters, 3, 3)["b"]
+    results: dict[str, dict] = {k: {"single": _stats(v, 1)} for k, v in ts.items()}
+    for k, v in batch.items():
+        results.setdefault(k, {})["batch1024"] = _stats(v, 1024)
+    for k in list(results):
+        if k.startswith("onnxruntime."):
+            sig = k.split(".")[1]
+            results[k]["num_nodes"] = exported[sig]["num_nodes"]
+            results[k]["num_nodes_runtime"] = exported[sig]["num_nodes_runtime"]
+    r = results
     ratios = {
-        "torch_raw_module_over_ort_raw_p50": results["torch_eager.raw_module"]["single"]["p50_us"]
-        / results["onnxruntime.raw.threads1"]["single"]["p50_us"],
-        "torch_training_path_over_ort_raw_p50": results["torch_eager.training_path_float32"]["single"]["p50_us"]
-        / results["onnxruntime.raw.threads1"]["single"]["p50_us"],
-        "ort_raw_batch_throughput_over_torch": results["onnxruntime.raw.threads1"]["batch1024"]["samples_per_s"]
-        / results["torch_eager.raw_module"]["batch1024"]["samples_per_s"],
+        "torch_exported_raw_over_ort_raw_iobinding_p50": r["torch_eager.raw_exported_module"]["single"]["p50_us"]
+        / r["onnxruntime.raw.threads1.iobinding"]["single"]["p50_us"],
+        "torch_training_path_over_ort_raw_iobinding_p50": r["torch_eager.training_path_float32"]["single"]["p50_us"]
+        / r["onnxruntime.raw.threads1.iobinding"]["single"]["p50_us"],
+        "ort_raw_batch_throughput_over_torch_exported": r["onnxruntime.raw.threads1"]["batch1024"]["samples_per_s"]
+        / r["torch_eager.raw_exported_module"]["batch1024"]["samples_per_s"],
+        "ort_obs_batch_throughput_over_torch": r["onnxruntime.obs.threads1"]["batch1024"]["samples_per_s"]
+        / r["torch_eager.obs_module"]["batch1024"]["samples_per_s"],
     }
     doc = {
         "checkpoint": str(args.checkpoint),
         "motion": ckpt["motion"].get("name"),
         "num_frames": n,
-        "parity_max_abs_err": {s: paths[s][2] for s in paths},
+        "exported": {s: {k: v for k, v in e.items() if k != "path"} for s, e in exported.items()},
         "target_p50_us_single": 50.0,
+        "measures": {
+            "iobinding": "session.run_with_iobinding, inputs and joint_pos_target bound once (sim2sim's call)",
+            "run": "session.run(['actions', 'joint_pos_target'], dict of numpy arrays)",
+            "batch1024": "session.run / module call on 1024 clip states",
+        },
         "machine": {
             "platform": platform.platform(),
             "processor": platform.processor() or platform.machine(),
             "cpu_count": os.cpu_count(),
-            "loadavg_1m": os.getloadavg()[0],
+            "loadavg_before": load_before,
+            "loadavg_after": os.getloadavg(),
         },
-        "versions": {"torch": torch.__version__, "onnxruntime": ort.__version__},
-        "iters": {"single": args.iters, "batch": args.batch_iters},
+        "versions": {"torch": torch.__version__, "onnxruntime": ort.__version__, "onnx": onnx.__version__},
+        "iters": {"single": args.iters, "rounds": args.rounds, "batch": args.batch_iters},
         "results": results,
         "ratios": ratios,
     }
-    for name, r in results.items():
-        print(f"{name}.single.p50_us: {r['single']['p50_us']:.1f}")
-        print(f"{name}.single.p99_us: {r['single']['p99_us']:.1f}")
-        print(f"{name}.batch1024.samples_per_s: {r['batch1024']['samples_per_s']:.0f}")
+    for sig, e in exported.items():
+        p = e["parity"]
+        print(f"export.{sig}.parity_max_abs_err: {p['max_abs_err']:.3g}")
+        print(f"export.{sig}.parity_max_rel_err: {p['max_rel_err']:.3g}")
+        print(f"export.{sig}.num_nodes: {e['num_nodes']} (runtime {e['num_nodes_runtime']})")
+    for name, res in results.items():
+        if "single" in res:
+            print(f"{name}.single.p50_us: {res['single']['p50_us']:.1f}")
+            print(f"{name}.single.p99_us: {res['single']['p99_us']:.1f}")
+        if "batch1024" in res:
+            print(f"{name}.batch1024.samples_per_s: {res['batch1024']['samples_per_s']:.0f}")
     for k, v in ratios.items():
         print(f"ratio.{k}: {v:.2f}")
+    print(f"loadavg before {load_before[0]:.2f} after {os.getloadavg()[0]:.2f}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp_out = args.out.with_name(f".{args.out.name}.tmp")
     tmp_out.write_text(json.dumps(doc, indent=2))
