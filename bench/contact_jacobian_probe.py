@@ -10,7 +10,7 @@ solve would settle); and a 201-point scan of the worst input over +/-2e-5 rad wi
 largest output step and the foot-sphere normal impulses on both sides of it. JSON to
 bench/results/contact_jacobian_probe.json; prints ``name.metric: value`` lines.
 
-    python bench/contact_jacobian_probe.py [--kappa 300]
+    python bench/contact_jacobian_probe.py [--kappa 300] [--step scalar|component] [--out PATH]
 """
 
 from __future__ import annotations
@@ -28,9 +28,18 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def _sim(
-    robot, state: dict, n: int, kappa: float, pd: str = "implicit", effort_scale: float = 1.0, sweeps: int = 10
+    robot,
+    state: dict,
+    n: int,
+    kappa: float,
+    pd: str = "implicit",
+    effort_scale: float = 1.0,
+    sweeps: int = 10,
+    step: str = "scalar",
 ) -> Simulator:
-    cfg = SimConfig(num_envs=n, kappa=kappa, dtype="float64", pd_damping=pd, contact_iterations=sweeps)
+    cfg = SimConfig(
+        num_envs=n, kappa=kappa, dtype="float64", pd_damping=pd, contact_iterations=sweeps, contact_step=step
+    )
     sim = Simulator(robot, cfg)
     params = {k: torch.tensor(v, dtype=torch.float64)[None] for k, v in state["params"].items()}
     params["act_effort"] = torch.as_tensor(robot.effort_limit, dtype=torch.float64)[None] * effort_scale
@@ -54,26 +63,31 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--state", type=Path, default=Path(__file__).resolve().parent / "fixtures" / "bcg_probe_state.json")
     ap.add_argument("--kappa", type=float, default=300.0)
+    ap.add_argument("--step", default="scalar", help="SimConfig.contact_step: scalar (default) or component")
     ap.add_argument("--out", type=Path, default=RESULTS / "contact_jacobian_probe.json")
     args = ap.parse_args()
     torch.set_num_threads(1)
     robot = load_robot("g1")
     state = json.loads(args.state.read_text())
     q, qd, qt = _inputs(state)
-    out: dict = {"state": str(args.state), "kappa": args.kappa}
-    sim = _sim(robot, state, 1, args.kappa)
+    out: dict = {"state": str(args.state), "kappa": args.kappa, "contact_step": args.step}
+    sim = _sim(robot, state, 1, args.kappa, step=args.step)
     jac = jacobian(sim, q, qd, qt)
     _, sv, vh = torch.linalg.svd(jac)
     v = vh[0]
     out["sigma_max_implicit"] = float(sv[0])
-    wide = _sim(robot, state, 1, args.kappa, effort_scale=100.0)
+    wide = _sim(robot, state, 1, args.kappa, effort_scale=100.0, step=args.step)
     out["sigma_max_implicit_effort_x100"] = float(torch.linalg.matrix_norm(jacobian(wide, q, qd, qt), 2))
     out["sigma_max_explicit"] = float(
-        torch.linalg.matrix_norm(jacobian(_sim(robot, state, 1, args.kappa, pd="explicit"), q, qd, qt), 2)
+        torch.linalg.matrix_norm(
+            jacobian(_sim(robot, state, 1, args.kappa, pd="explicit", step=args.step), q, qd, qt), 2
+        )
     )
     out["sigma_max_by_sweeps"] = {
         f"{pd}_{it}": float(
-            torch.linalg.matrix_norm(jacobian(_sim(robot, state, 1, args.kappa, pd, sweeps=it), q, qd, qt), 2)
+            torch.linalg.matrix_norm(
+                jacobian(_sim(robot, state, 1, args.kappa, pd, sweeps=it, step=args.step), q, qd, qt), 2
+            )
         )
         for pd in ("implicit", "explicit")
         for it in (10, 30, 100)
@@ -88,7 +102,7 @@ def main() -> None:
     worst_in = int(v.abs().argmax())
     worst_out = int(torch.linalg.svd(jac)[0][:, 0].abs().argmax())
     n = 201
-    scan = _sim(robot, state, n, args.kappa)
+    scan = _sim(robot, state, n, args.kappa, step=args.step)
     eps = torch.linspace(-2e-5, 2e-5, n, dtype=torch.float64)
     e = torch.zeros(qt.shape[1], dtype=torch.float64)
     e[worst_in] = 1.0

@@ -269,7 +269,47 @@ def build(t: Types, num_contacts: int, tree: tuple) -> SimpleNamespace:
         adj_qd_out[e, k] = adj_qd_out[e, k] + aqd
         adj_qfrc_smooth_out[e, k] = adj_qfrc_smooth_out[e, k] + ah
 
-    @wp.kernel(module=mod)
+    @wp.func(module=mod)
+    def project_adjoint(p: vec3, mu: S, out_bar: vec3) -> vec3:
+        """Adjoint of ``project`` at ``p``: J(p)^T out_bar."""
+        bar = vec3()
+        if p[2] > S(0.0):
+            ft2 = p[0] * p[0] + p[1] * p[1]
+            lim = mu * p[2]
+            if ft2 > lim * lim:
+                ft = wp.sqrt(ft2)
+                k = lim / ft
+                w = out_bar[0] * p[0] + out_bar[1] * p[1]
+                dk = -lim / (ft2 * ft)  # dk/dp_t = dk * p_t
+                bar = vec3(k * out_bar[0] + w * dk * p[0], k * out_bar[1] + w * dk * p[1], out_bar[2] + w * mu / ft)
+            else:
+                bar = out_bar
+        return bar
+
+    @wp.func(module=mod)
+    def gs_residual(
+        e: int, it: int, i: int, con_s: wp.array2d(dtype=S), con_G: wp.array3d(dtype=mat33),
+        con_c: wp.array2d(dtype=vec3), con_p: wp.array3d(dtype=vec3),
+    ) -> vec3:  # fmt: skip
+        """Residual of contact ``i`` in sweep ``it``: c_i + G_ii p_i + sum_(j != i) s_j G_ij p_j, with the
+        contacts before ``i`` already at sweep ``it + 1``."""
+        res = con_c[e, i] + con_G[e, i, i] * con_p[e, it, i]
+        for j in range(con_c.shape[1]):
+            if j < i:
+                res = res + con_s[e, j] * (con_G[e, i, j] * con_p[e, it + 1, j])
+            if j > i:
+                res = res + con_s[e, j] * (con_G[e, i, j] * con_p[e, it, j])
+        return res
+
+    @wp.func(module=mod)
+    def gs_step(step_mode: int, gii: mat33, res: vec3) -> vec3:
+        """The Gauss-Seidel step: ``1.8 / ||G_ii||_F`` times the residual (scalar) or ``diag(G_ii)^-1``
+        times it (component)."""
+        if step_mode == 1:
+            return (S(SCALAR_RELAXATION) / frobenius(gii)) * res
+        return vec3(res[0] / gii[0, 0], res[1] / gii[1, 1], res[2] / gii[2, 2])
+
+    @wp.kernel(module=mod, enable_backward=False)
     def contact_pgs_kernel(
         # Model:
         iterations: int,
@@ -288,31 +328,102 @@ def build(t: Types, num_contacts: int, tree: tuple) -> SimpleNamespace:
     ):
         """Warm start and ``iterations`` projected Gauss-Seidel sweeps for env ``e``; the returned
         impulse is ``s(d_i) p_i``. ``con_p_out[e, k]`` holds the impulses after sweep ``k`` (k = 0: the
-        warm start). Tape safety: every value is written once and carried between sweeps only
-        through arrays (sweep ``k + 1`` reads sweep ``k`` and the contacts of sweep ``k + 1`` already
-        updated); the contact loops have the compile-time length ``NC``, so Warp unrolls them."""
+        warm start): every iterate is kept for ``contact_pgs_adjoint_kernel``. Dynamic loops (a short
+        compile); differentiated by hand."""
         e = wp.tid()
+        nc = con_c_in.shape[1]
         mu = mu_in[e % mu_in.shape[0]]
-        for i in range(NC):
+        for i in range(nc):
             con_s_out[e, i] = sigmoid(kappa, con_depth_in[e, i])
             con_Ginv_out[e, i] = safe_inverse(con_G_in[e, i, i])
-        for i in range(NC):
             con_p_out[e, 0, i] = project(-(con_Ginv_out[e, i] * con_c_in[e, i]), mu)
         for it in range(iterations):
-            for i in range(NC):
-                res = con_c_in[e, i] + con_G_in[e, i, i] * con_p_out[e, it, i]
-                for j in range(NC):
-                    if j < i:
-                        res = res + con_s_out[e, j] * (con_G_in[e, i, j] * con_p_out[e, it + 1, j])
-                    if j > i:
-                        res = res + con_s_out[e, j] * (con_G_in[e, i, j] * con_p_out[e, it, j])
-                gii = con_G_in[e, i, i]
-                step = vec3(res[0] / gii[0, 0], res[1] / gii[1, 1], res[2] / gii[2, 2])
-                if step_mode == 1:
-                    step = (S(SCALAR_RELAXATION) / frobenius(gii)) * res
+            for i in range(nc):
+                res = gs_residual(e, it, i, con_s_out, con_G_in, con_c_in, con_p_out)
+                step = gs_step(step_mode, con_G_in[e, i, i], res)
                 con_p_out[e, it + 1, i] = project(con_p_out[e, it, i] - step, mu)
-        for i in range(NC):
+        for i in range(nc):
             con_impulse_out[e, i] = con_s_out[e, i] * con_p_out[e, iterations, i]
+
+    @wp.kernel(module=mod, enable_backward=False)
+    def contact_pgs_adjoint_kernel(
+        # Model:
+        iterations: int,
+        step_mode: int,
+        kappa: S,
+        mu_in: wp.array(dtype=S),
+        # Data in (the forward's inputs and outputs):
+        con_depth_in: wp.array2d(dtype=S),
+        con_G_in: wp.array3d(dtype=mat33),
+        con_c_in: wp.array2d(dtype=vec3),
+        con_s_in: wp.array2d(dtype=S),
+        con_Ginv_in: wp.array2d(dtype=mat33),
+        con_p_in: wp.array3d(dtype=vec3),
+        # Adjoints of the outputs (adj_s and adj_p are accumulated into in place):
+        adj_s_io: wp.array2d(dtype=S),
+        adj_Ginv_in: wp.array2d(dtype=mat33),
+        adj_p_io: wp.array3d(dtype=vec3),
+        adj_impulse_in: wp.array2d(dtype=vec3),
+        # Adjoints of the inputs (accumulated):
+        adj_depth_out: wp.array2d(dtype=S),
+        adj_G_out: wp.array3d(dtype=mat33),
+        adj_c_out: wp.array2d(dtype=vec3),
+    ):
+        """Exact adjoint of ``contact_pgs_kernel`` for env ``e``: the sweeps in reverse order, each contact
+        update's residual recomputed from the stored iterates."""
+        e = wp.tid()
+        nc = con_c_in.shape[1]
+        mu = mu_in[e % mu_in.shape[0]]
+        for i in range(nc):
+            ib = adj_impulse_in[e, i]
+            adj_p_io[e, iterations, i] = adj_p_io[e, iterations, i] + con_s_in[e, i] * ib
+            adj_s_io[e, i] = adj_s_io[e, i] + wp.dot(con_p_in[e, iterations, i], ib)
+        for kk in range(iterations):
+            k = iterations - 1 - kk
+            for ii in range(nc):
+                i = nc - 1 - ii
+                gii = con_G_in[e, i, i]
+                res = gs_residual(e, k, i, con_s_in, con_G_in, con_c_in, con_p_in)
+                x = con_p_in[e, k, i] - gs_step(step_mode, gii, res)
+                xb = project_adjoint(x, mu, adj_p_io[e, k + 1, i])
+                rb = vec3()
+                gb = mat33()
+                if step_mode == 1:
+                    f = frobenius(gii)
+                    rb = (-S(SCALAR_RELAXATION) / f) * xb
+                    fb = wp.dot(xb, res) * S(SCALAR_RELAXATION) / (f * f)  # d(-eta res)/df = +1.8 res / f^2
+                    gb = (fb / f) * gii
+                else:
+                    for a in range(3):
+                        rb[a] = -xb[a] / gii[a, a]
+                        gb[a, a] = xb[a] * res[a] / (gii[a, a] * gii[a, a])
+                adj_c_out[e, i] = adj_c_out[e, i] + rb
+                adj_G_out[e, i, i] = adj_G_out[e, i, i] + gb + wp.outer(rb, con_p_in[e, k, i])
+                adj_p_io[e, k, i] = adj_p_io[e, k, i] + xb + wp.transpose(gii) * rb
+                for j in range(nc):
+                    if j != i:
+                        kj = k
+                        if j < i:
+                            kj = k + 1
+                        pj = con_p_in[e, kj, j]
+                        sj = con_s_in[e, j]
+                        gij = con_G_in[e, i, j]
+                        adj_G_out[e, i, j] = adj_G_out[e, i, j] + sj * wp.outer(rb, pj)
+                        adj_s_io[e, j] = adj_s_io[e, j] + wp.dot(rb, gij * pj)
+                        adj_p_io[e, kj, j] = adj_p_io[e, kj, j] + sj * (wp.transpose(gij) * rb)
+        for i in range(nc):
+            gii = con_G_in[e, i, i]
+            ginv = con_Ginv_in[e, i]
+            c = con_c_in[e, i]
+            yb = project_adjoint(-(ginv * c), mu, adj_p_io[e, 0, i])
+            adj_c_out[e, i] = adj_c_out[e, i] - wp.transpose(ginv) * yb
+            if wp.abs(wp.determinant(gii)) > S(SINGULAR_DET):
+                ginv_b = adj_Ginv_in[e, i] - wp.outer(yb, c)
+                adj_G_out[e, i, i] = adj_G_out[e, i, i] - wp.transpose(ginv) * ginv_b * wp.transpose(ginv)
+            kd = kappa * con_depth_in[e, i]
+            if wp.abs(kd) < S(SIGMOID_CLAMP):
+                si = con_s_in[e, i]
+                adj_depth_out[e, i] = adj_depth_out[e, i] + adj_s_io[e, i] * kappa * si * (S(1.0) - si)
 
     @wp.kernel(module=mod)
     def contact_force_kernel(
@@ -369,6 +480,7 @@ def build(t: Types, num_contacts: int, tree: tuple) -> SimpleNamespace:
         contact_delassus_kernel=contact_delassus_kernel,
         contact_delassus_adjoint_kernel=contact_delassus_adjoint_kernel,
         contact_pgs_kernel=contact_pgs_kernel,
+        contact_pgs_adjoint_kernel=contact_pgs_adjoint_kernel,
         contact_force_kernel=contact_force_kernel,
         contact_minv_jt_kernel=contact_minv_jt_kernel,
         contact_minv_jt_adjoint_kernel=contact_minv_jt_adjoint_kernel,
@@ -490,12 +602,14 @@ def record_contact(m, k: SimpleNamespace, cm: ContactModel, d, s: int, dt: float
         adj_ins = [cm.con_dofmask, *dins, g["con_G"][s], g["con_c"][s]]
         adj_outs = [g["con_jac"][s], g["con_minvjt"][s], g["qd"][s], g[smooth][s]]
         rec.add_adjoint_only(launch_cmd(k.contact_delassus_adjoint_kernel, (E, nv), adj_ins, adj_outs, m.device))
-    # 4. projected Gauss-Seidel with the kappa smoothing (Warp autodiff through the sweeps).
+    # 4. projected Gauss-Seidel with the kappa smoothing (hand adjoint over the stored iterates).
     pins = [cm.iterations, cm.step, S(cm.kappa), cm.mu, d.con_depth[s], d.con_G[s], d.con_c[s]]
     pouts = [d.con_s[s], d.con_Ginv[s], d.con_p[s], d.con_impulse[s]]
-    adj = None if g is None else [None, None, None, None, g["con_depth"][s], g["con_G"][s], g["con_c"][s]]
-    adj_out = None if g is None else [g[n][s] for n in ("con_s", "con_Ginv", "con_p", "con_impulse")]
-    rec.add(k.contact_pgs_kernel, pins, pouts, adj, adj_out, dim=E)
+    rec.add_forward(k.contact_pgs_kernel, pins, pouts, dim=E)
+    if g is not None:
+        adj_ins = [*pins, *pouts[:3], *(g[n][s] for n in ("con_s", "con_Ginv", "con_p", "con_impulse"))]
+        adj_outs = [g["con_depth"][s], g["con_G"][s], g["con_c"][s]]
+        rec.add_adjoint_only(launch_cmd(k.contact_pgs_adjoint_kernel, E, adj_ins, adj_outs, m.device))
     # 5. generalised impulse Jc^T p (Warp autodiff).
     adj = None if g is None else [g["con_jac"][s], g["con_impulse"][s]]
     adj_out = None if g is None else [g["qfrc_impulse"][s]]
