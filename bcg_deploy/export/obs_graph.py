@@ -46,7 +46,7 @@ from bcg_deploy.training.networks import Actor
 from bcg_deploy.training.observations import FRAME_ARRAYS, ObservationModule
 
 # raw-input layout of the internal float64 vector x64 (one Concat + one Cast)
-_X_ORDER = ("base_pos", "joint_vel", "base_quat", "base_lin_vel", "base_ang_vel", "joint_pos")
+_X_ORDER = ("base_ang_vel", "base_lin_vel", "base_pos", "joint_vel", "base_quat", "joint_pos")
 
 
 def _qmul_np(p: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -244,19 +244,19 @@ class FastObservation(nn.Module):
         qq = (qe.unsqueeze(-1) * qe.unsqueeze(-2)).reshape(-1, self._nb + 1, 16)
         cols = (qq @ self._q_to_6d).reshape(-1, 2 * (self._nb + 1), 3)
         keys = (qq.reshape(-1, 16 * (self._nb + 1)) @ self._q_to_key).reshape(-1, self._nk, 3)
-        # root rotation: R^T [B, 3, 3]
+        # root rotation: R^T [B, 3, 3]; heading (c, s) [B, 1, 2] from (R00, R10)
         qr = x[:, o["base_quat"] : o["base_quat"] + 4]
         rt = ((qr.unsqueeze(-1) * qr.unsqueeze(-2)).reshape(-1, 16) @ self._quad) / (qr * qr).sum(-1, keepdim=True)
-        f = rt[:, 0:2]  # (R00, R10)
-        cs = f / torch.sqrt((f * f).sum(-1, keepdim=True).clamp_min(1e-12))
+        rt = rt.reshape(-1, 3, 3)
+        f = rt[:, 0:1, 0:2]
+        cs = f / torch.linalg.vector_norm(f, dim=-1, keepdim=True).clamp_min(1e-6)  # = f / sqrt(max(|f|^2, 1e-12))
         h = (cs @ self._h_cs + self._h_const).reshape(-1, 3, 3)
-        w = x[:, o["base_ang_vel"] : o["base_ang_vel"] + 3].unsqueeze(1)
-        world = torch.cat((cols, keys, w), dim=1) @ rt.reshape(-1, 3, 3)
-        v = x[:, o["base_lin_vel"] : o["base_lin_vel"] + 3].unsqueeze(1)
-        dp = self._ref_pos[row] - x[:, o["base_pos"] : o["base_pos"] + 3].unsqueeze(1)
+        vec = x[:, 0:9].reshape(-1, 3, 3)  # angular velocity (body), linear velocity (world), position (world)
+        world = torch.cat((cols, keys, vec[:, 0:1]), dim=1) @ rt
+        dp = self._ref_pos[row] - vec[:, 2:3]
         n_head = 2 * (self._nb + 1) + self._nk + 2 + self._ref_pos.shape[1]
-        head = (torch.cat((world, v, dp), dim=1) @ h).reshape(-1, 3 * n_head)
-        ref = (cs.unsqueeze(1) @ self._ref_xy[row]).reshape(-1, self._ref_xy.shape[-1])
+        head = (torch.cat((world, vec[:, 1:2], dp), dim=1) @ h).reshape(-1, 3 * n_head)
+        ref = (cs @ self._ref_xy[row]).reshape(-1, self._ref_xy.shape[-1])
         direct = x[:, o["base_pos"] + 2 : o["joint_vel"] + self._nj]  # root height, joint velocities
         return torch.cat((direct, head, ref), dim=-1)
 
