@@ -67,7 +67,9 @@ Both profiles add JSON-valued ``bcgd.*`` keys:
                         [roll, pitch, yaw] rad/s half-widths} or {}
     bcgd.exporter_version, bcgd.opset (17), bcgd.versions (torch, onnx, onnxruntime)
     bcgd.parity        {max_abs_err, max_rel_err (per output max|d| / max|torch|), per_output,
-                        max_abs_err_vs_torch_float64, num_inputs, sources, tolerance, signature}
+                        max_abs_err_vs_torch_float64, max_abs_err_vs_reference_module (raw signature:
+                        the training ObservationModule -> normaliser -> actor in torch; recorded, not
+                        a pass/fail criterion), num_inputs, sources, tolerance, signature}
 ``--deploy-yaml`` also writes a unitree_rl_lab-style ``params/deploy.yaml``: ``<run>/params/deploy.yaml``
 when the ONNX is ``<run>/exported/<name>.onnx`` (their layout), else ``<onnx folder>/params/deploy.yaml``.
 

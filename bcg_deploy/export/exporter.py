@@ -16,7 +16,14 @@ import torch
 
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.export import parity as par
-from bcg_deploy.export.graph import Signature, build_policy, example_inputs, input_names, output_names
+from bcg_deploy.export.graph import (
+    Signature,
+    build_policy,
+    build_reference_policy,
+    example_inputs,
+    input_names,
+    output_names,
+)
 from bcg_deploy.export.metadata import Profile, build_metadata, deploy_yaml, timing
 from bcg_deploy.robots import ROBOTS, RobotSpec, load_robot
 from bcg_deploy.training.checkpoint import EXPORT_KEYS, check_robot_identity, load_checkpoint
@@ -165,22 +172,34 @@ def _feeds(signature: Signature, module: torch.nn.Module, states: par.StateSampl
 
 
 def check_parity(
-    sess: ort.InferenceSession, module: torch.nn.Module, signature: Signature, chunks: list[tuple]
+    sess: ort.InferenceSession,
+    module: torch.nn.Module,
+    signature: Signature,
+    chunks: list[tuple],
+    reference: torch.nn.Module | None = None,
 ) -> dict[str, Any]:
-    """onnxruntime vs torch (float32 eager, same module) on every chunk; also vs torch float64."""
+    """onnxruntime vs torch (float32 eager, same module) on every chunk; also vs torch float64, and
+    (recorded, not a pass/fail criterion) vs ``reference``, an independent torch module of the same
+    function (for the raw signature: the training ObservationModule -> normaliser -> actor)."""
     names_in, names_out = input_names(signature), output_names(signature)
     module64 = _float64_copy(module)
-    o_out, t_out, d_out = [], [], []
+    o_out, t_out, d_out, r_out = [], [], [], []
     with torch.no_grad():
         for c in chunks:
             o_out.append(sess.run(list(names_out), {n: x.numpy() for n, x in zip(names_in, c, strict=True)}))
             t_out.append([y.numpy() for y in module(*c)])
             d_out.append([y.numpy() for y in module64(*(x.double() for x in c))])
+            if reference is not None:
+                r_out.append([y.numpy() for y in reference(*c)])
     res = par.compare(o_out, t_out, names_out)
     ref64 = par.compare(o_out, d_out, names_out)
     res["max_abs_err_vs_torch_float64"] = ref64["max_abs_err"]
+    if reference is not None:
+        res["max_abs_err_vs_reference_module"] = par.compare(o_out, r_out, names_out)["max_abs_err"]
     res["num_inputs"] = int(sum(c[0].shape[0] for c in chunks))
-    res["reference"] = "torch float32 eager, same module (also: the float64 copy)"
+    res["reference"] = "torch float32 eager, same module (also: the float64 copy" + (
+        ", and the reference module)" if reference is not None else ")"
+    )
     return res
 
 
@@ -212,7 +231,8 @@ def export_policy(cfg: ExportConfig) -> ExportResult:
     states = parity_inputs(ckpt, robot, raw_module, cfg.parity_samples, cfg.rollout_steps, cfg.seed)
     chunks = _feeds(signature, module, states, cfg.seed)
     sess = session(model.SerializeToString())
-    parity = check_parity(sess, module, signature, chunks)
+    reference = build_reference_policy(ckpt, robot) if signature == "raw" else None
+    parity = check_parity(sess, module, signature, chunks, reference)
     parity |= {"tolerance": cfg.parity_tol, "sources": states.sources, "signature": signature}
     if not parity["max_abs_err"] <= cfg.parity_tol:
         worst = max(parity["per_output"].items(), key=lambda kv: kv[1]["max_abs_err"])

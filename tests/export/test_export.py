@@ -50,6 +50,8 @@ def test_raw_export_verified_and_self_contained(raw_export):
     path = raw_export.path
     p = raw_export.parity
     assert p["max_abs_err"] <= 1e-5 and p["num_inputs"] >= 1000
+    # the exported (restructured) graph vs the straightforward training-module path, float32 both
+    assert p["max_abs_err_vs_reference_module"] <= 2e-5 and p["max_abs_err_vs_torch_float64"] <= 1e-5
     assert p["sources"]["clip_frames"] > 0 and p["sources"]["mujoco_rollout"] > 0 and p["sources"]["noisy"] > 0
     model = onnx.load(str(path))
     onnx.checker.check_model(model, full_check=True)
