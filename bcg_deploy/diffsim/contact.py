@@ -24,7 +24,7 @@ Decision (measured; docs/decisions.md D5, which supersedes D2): METHOD's scalar 
 needs ~100 sweeps (the home pose at 10x gains falls within 3 s at kappa 300 with 10). With ``p' = s(d) p``
 the unprojected system is symmetric positive definite (``G + blockdiag((1/s_i - 1) G_ii)``), so the sweep
 converges for ``r_i lambda_max(G_ii) < 2``; ``||G_ii||_F >= lambda_max`` makes 1.8 a safe over-relaxation.
-The session-1 per-component step ``diag(G_ii)^-1`` (``step="component"``) converged in value but not in
+The earlier per-component step ``diag(G_ii)^-1`` (``step="component"``) converged in value but not in
 slope: at a foot resting on two heel spheres its one-step Jacobian reached 3.2e6 (21.6 with this step).
 """
 
