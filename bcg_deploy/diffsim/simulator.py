@@ -267,6 +267,8 @@ class Simulator:
             if a.shape[a.ndim - len(shape) :] != shape or a.ndim > len(shape) + 1:
                 raise BcgdError(f"set_env_params: {name} must have shape [E, *{shape}] or {shape}, got {a.shape}")
             a = a.reshape(-1, *shape)
+            if not np.all(np.isfinite(a)):
+                raise BcgdError(f"set_env_params: {name} must be finite, got {int((~np.isfinite(a)).sum())} NaN/inf")
             if a.shape[0] not in (1, self.cfg.num_envs):
                 raise BcgdError(f"set_env_params: {name} needs 1 or {self.cfg.num_envs} rows, got {a.shape[0]}")
             if name == "body_inertia":

@@ -76,6 +76,8 @@ def test_per_env_friction_and_bad_config():
         get_sim("float64", num_envs=2, contact=False).set_env_params(friction=0.5)
     with pytest.raises(BcgdError, match="kappa"):
         get_sim("float64", num_envs=1, contact=True, kappa=-1.0)
+    with pytest.raises(BcgdError, match="act_kp must be finite"):
+        sim.set_env_params(act_kp=np.full(29, np.nan))
     with pytest.raises(BcgdError, match="contact_step"):
         get_sim("float64", num_envs=1, contact=True, contact_step="block")
 
