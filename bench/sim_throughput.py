@@ -11,9 +11,10 @@ chained control steps ("forward+backward", the time of both passes). MuJoCo: ``m
 (one thread) of the same MJCF without floor, contacts and constraints disabled, with its position
 actuators (the PD) held at the default pose, with the MJCF's integrator (implicitfast; the ratios use
 this one) and with Euler (cheaper; reported too). Our CPU kernels run one thread, so all are per core.
-Each figure is the best of ``--repeats`` timings (other processes share the machine); the median is
-recorded too, and the ratios are also given from process CPU time (``*_cpu``: robust to other jobs
-preempting this one; the 1-minute load average is recorded beside them). Writes JSON with the ratios;
+Each figure is the best of ``--repeats`` timings (other processes share the machine; our forward and
+forward+backward timings are interleaved, so load changes hit both alike); the median is recorded too,
+and the ratios are also given from process CPU time (``*_cpu``: robust to other jobs preempting this
+one; the 1-minute load average is recorded beside them). Writes JSON with the ratios;
 prints ``name.metric: value`` lines.
 """
 
@@ -49,6 +50,20 @@ def _timeit(fn, repeats: int) -> tuple[float, float, float]:
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
     return min(times), statistics.median(times), min(cpu)
+
+
+def _timeit_interleaved(fns: list, repeats: int) -> list[tuple[float, float, float]]:
+    """``_timeit`` of several functions with their repeats interleaved (a, b, a, b, ...), so that a change
+    of the machine's load during the measurement affects all of them alike (their ratio is what we report)."""
+    times = [[] for _ in fns]
+    cpu = [[] for _ in fns]
+    for _ in range(repeats):
+        for k, fn in enumerate(fns):
+            t0, c0 = time.perf_counter(), time.process_time()
+            fn()
+            times[k].append(time.perf_counter() - t0)
+            cpu[k].append(time.process_time() - c0)
+    return [(min(t), statistics.median(t), min(c)) for t, c in zip(times, cpu, strict=True)]
 
 
 def _initial_state(robot, num_envs: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -126,8 +141,7 @@ def bench_ours(
 
     forward()
     forward_backward()
-    fwd_best, fwd_med, fwd_cpu = _timeit(forward, repeats)
-    fb_best, fb_med, fb_cpu = _timeit(forward_backward, repeats)
+    (fwd_best, fwd_med, fwd_cpu), (fb_best, fb_med, fb_cpu) = _timeit_interleaved([forward, forward_backward], repeats)
     n = num_envs * cfg.substeps * control_steps
     n_fb = num_envs * cfg.substeps * (control_steps // window) * window
     return {
