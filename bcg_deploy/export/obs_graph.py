@@ -103,8 +103,15 @@ class FastObservation(nn.Module):
             e[a] = 1.0
             w, x, y, z = e
             lmat[a] = [[w, -x, -y, -z], [x, w, -z, y], [y, z, w, -x], [z, -y, x, w]]
+        # p * q = ((q @ W) * (p @ E)) @ S: (q @ W)[4i + a] = (L(e_a) q)_i, (p @ E)[4i + a] = p_a, S sums over a
+        # (same-shape products and small matmuls with constants: onnxruntime's inner-axis broadcasts are slow)
+        rep_a = np.tile(np.eye(4), (1, 4))  # [4, 16]: column 4i + a holds the a-th input
+        rep_i = np.repeat(np.eye(4), 4, axis=1)  # [4, 16]: column 4i + a holds the i-th input
         self.register_buffer("_qmul", torch.as_tensor(lmat.transpose(2, 1, 0).reshape(4, 16), dtype=f64),
                              persistent=False)  # fmt: skip
+        self.register_buffer("_rep_a", torch.as_tensor(rep_a, dtype=f64), persistent=False)
+        self.register_buffer("_rep_i", torch.as_tensor(rep_i, dtype=f64), persistent=False)
+        self.register_buffer("_sum_a", torch.as_tensor(rep_i.T, dtype=f64), persistent=False)
         quad = np.zeros((16, 3, 3))  # R_ij = sum_ab quad[4a + b, i, j] q_a q_b (unit q)
         for (i, j), terms in _ROT_QUADRATIC.items():
             for a, b, coef in terms:
@@ -133,7 +140,7 @@ class FastObservation(nn.Module):
         self.register_buffer("_qc", torch.as_tensor(qc, dtype=f64), persistent=False)
         jumps = _jumps(parent)
         for i, jp in enumerate(jumps):
-            self.register_buffer(f"_jump{i}", torch.as_tensor(jp[:, None]), persistent=False)  # [N, 1]
+            self.register_buffer(f"_jump{i}", torch.as_tensor(jp), persistent=False)
         self._num_jumps = len(jumps)
         # rotation columns 0 and 1 (6D) from q q^T; the root's twice (root_rot and body_rot[0])
         self.register_buffer("_rot_nodes", torch.as_tensor([0] + list(range(nb))), persistent=False)
@@ -238,15 +245,15 @@ class FastObservation(nn.Module):
         half = 0.5 * x[:, self._angle]  # [B, NB, 1]
         q = torch.cos(half) * self._qa + torch.sin(half) * self._qb + self._qc
         for i in range(self._num_jumps):
-            p = q[:, getattr(self, f"_jump{i}")]  # [B, N, 1, 4]
-            q = ((q @ self._qmul).reshape(-1, self._nb, 4, 4) * p).sum(-1)
+            p = q[:, getattr(self, f"_jump{i}")]
+            q = ((q @ self._qmul) * (p @ self._rep_a)) @ self._sum_a
         qe = q[:, self._rot_nodes]  # root twice
-        qq = (qe.unsqueeze(-1) * qe.unsqueeze(-2)).reshape(-1, self._nb + 1, 16)
+        qq = (qe @ self._rep_i) * (qe @ self._rep_a)  # [B, NB + 1, 16]: q_a q_b at 4a + b
         cols = (qq @ self._q_to_6d).reshape(-1, 2 * (self._nb + 1), 3)
         keys = (qq.reshape(-1, 16 * (self._nb + 1)) @ self._q_to_key).reshape(-1, self._nk, 3)
         # root rotation: R^T [B, 3, 3]; heading (c, s) [B, 1, 2] from (R00, R10)
         qr = x[:, o["base_quat"] : o["base_quat"] + 4]
-        rt = ((qr.unsqueeze(-1) * qr.unsqueeze(-2)).reshape(-1, 16) @ self._quad) / (qr * qr).sum(-1, keepdim=True)
+        rt = (((qr @ self._rep_i) * (qr @ self._rep_a)) @ self._quad) / (qr * qr).sum(-1, keepdim=True)
         rt = rt.reshape(-1, 3, 3)
         f = rt[:, 0:1, 0:2]
         cs = f / torch.linalg.vector_norm(f, dim=-1, keepdim=True).clamp_min(1e-6)  # = f / sqrt(max(|f|^2, 1e-12))
