@@ -295,18 +295,17 @@ class FastActor(nn.Module):
 
     def __init__(self, actor: Actor, obs: FastObservation) -> None:
         super().__init__()
-        lin0 = actor.body[0]
+        layers = list(actor.body) + [actor.mu]  # Linear, ELU, LayerNorm, ..., mu (mu alone without hidden)
+        lin0 = layers[0]
         w = lin0.weight.detach().double()  # [H, 849]
         bias = lin0.bias.detach().double()[None] + obs.z_normalised @ w[:, torch.as_tensor(obs.z_canon_index)].T
         dt = lin0.weight.dtype
         self.register_buffer("w0", w[:, torch.as_tensor(obs.canon_index)].to(dt).contiguous())
         self.register_buffer("b0", bias.to(dt).contiguous())  # [rows, H]
-        self.rest = nn.Sequential(*list(actor.body)[1:])
-        self.mu = actor.mu
+        self.rest = nn.Sequential(*layers[1:])
 
     def forward(self, z: torch.Tensor, row: torch.Tensor) -> torch.Tensor:
-        h = torch.addmm(self.b0[row], z, self.w0.t())
-        return torch.tanh(self.mu(self.rest(h)))
+        return torch.tanh(self.rest(torch.addmm(self.b0[row], z, self.w0.t())))
 
 
 class FastRawPolicy(nn.Module):
