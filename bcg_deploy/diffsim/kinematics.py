@@ -160,9 +160,9 @@ def build(t: Types, has_jnt_pos: bool = True) -> SimpleNamespace:
     ):
         """Hand-written adjoint of ``kinematics`` (children before parents; no model-parameter adjoints).
 
-        Reads the stored frames instead of recomputing the chain: a hinge's own rotation is
-        qa = conj(rot0) rot with rot0 = xquat[parent] body_quat (unit quaternions), and
-        d rot / d angle = rot0 d qa / d angle = rot (axis, 0) / 2."""
+        Reads the stored frames instead of recomputing the chain: with rot = xquat[parent] body_quat qa(angle)
+        (unit quaternions), d rot / d angle = rot (axis, 0) / 2 and the parent's adjoint through rot is
+        a_rot conj(rot) xquat[parent]."""
         a_q = wp.adjoint[q_mid_in]
         a_ref = wp.adjoint[ref_pos_in]
         a_xpos = wp.adjoint[xpos_out]
@@ -207,32 +207,36 @@ def build(t: Types, has_jnt_pos: bool = True) -> SimpleNamespace:
                 a_ref[e] += -a_pos
             else:
                 q_p = xquat_out[e, p]
-                rot0 = q_p * body_quat[b]
-                a_pos0 = a_pos
-                a_rot0 = a_rot
                 if jt == HINGE:
                     axis = jnt_axis[b]
+                    ax = R * axis
                     g = a_cdof[e, d]
                     anchor = pos
                     if wp.static(has_jnt_pos):
                         anchor = pos + wp.quat_rotate(rot, jnt_pos[b])
                     aR = aR + wp.outer(top(g) + wp.cross(bottom(g), anchor), axis)
-                    a_anchor = wp.cross(R * axis, bottom(g)) + a_pos
+                    a_anchor = wp.cross(ax, bottom(g)) + a_pos
                     a_rot = a_rot + rotation_adj(rot, aR)
                     if wp.static(has_jnt_pos):
                         a_rot = a_rot - quat_rotate_adj(rot, jnt_pos[b], a_pos)
-                    # rot = rot0 qa(angle): adj_angle = <a_rot, rot (axis, 0)> / 2, adj_rot0 = a_rot conj(qa).
-                    qa = quat_conj(rot0) * rot
-                    a_q[e, a] += half * wp.dot(a_rot, rot * quat(axis[0], axis[1], axis[2], S(0.0)))
-                    a_rot0 = a_rot * quat_conj(qa)
-                    a_pos0 = a_anchor
+                    # rot = xquat[p] body_quat qa(angle) (unit quaternions). With v = a_rot conj(rot):
+                    # adj_angle = <a_rot, rot (axis, 0)> / 2 = <v, (R axis, 0)> / 2, and the adjoint for
+                    # xquat[p] through rot is a_rot conj(body_quat qa) = v xquat[p].
+                    v = a_rot * quat_conj(rot)
+                    a_q[e, a] += half * (v[0] * ax[0] + v[1] * ax[1] + v[2] * ax[2])
+                    a_qp = v * q_p
                     if wp.static(has_jnt_pos):
-                        a_rot0 = a_rot0 + quat_rotate_adj(rot0, jnt_pos[b], a_anchor)
+                        # anchor = pos0 + quat_rotate(rot0, jnt_pos) with rot0 = xquat[p] body_quat.
+                        rot0 = q_p * body_quat[b]
+                        a_qp = a_qp + quat_rotate_adj(rot0, jnt_pos[b], a_anchor) * quat_conj(body_quat[b])
+                    # pos0 = xpos[p] + quat_rotate(xquat[p], body_pos).
+                    a_xpos[e, p] += a_anchor
+                    a_xquat[e, p] += quat_rotate_adj(q_p, body_pos[b], a_anchor) + a_qp
                 else:
-                    a_rot0 = a_rot + rotation_adj(rot, aR)
-                # pos0 = xpos[p] + quat_rotate(xquat[p], body_pos); rot0 = xquat[p] body_quat.
-                a_xpos[e, p] += a_pos0
-                a_xquat[e, p] += quat_rotate_adj(q_p, body_pos[b], a_pos0) + a_rot0 * quat_conj(body_quat[b])
+                    # A welded body: pos = pos0, rot = rot0 = xquat[p] body_quat.
+                    a_rot = a_rot + rotation_adj(rot, aR)
+                    a_xpos[e, p] += a_pos
+                    a_xquat[e, p] += quat_rotate_adj(q_p, body_pos[b], a_pos) + a_rot * quat_conj(body_quat[b])
         a_ref[e] += -a_xpos[e, 0]
 
     return SimpleNamespace(midpoint=midpoint, kinematics=kinematics)
