@@ -117,7 +117,7 @@ class ObsPolicy(nn.Module):
 
     def forward(self, obs: torch.Tensor, time_step: torch.Tensor):
         action, target = self.head(obs)
-        idx = torch.clamp(time_step, 0.0, float(self.num_frames - 1)).long().reshape(-1)
+        idx = torch.clamp(time_step.long(), 0, self.num_frames - 1).reshape(-1)
         return (action, target) + tuple(getattr(self, f"table_{k}")[idx].to(obs.dtype) for k in REF_KEYS)
 
 

@@ -242,7 +242,8 @@ class FastObservation(nn.Module):
 
     def row_index(self, time_step: torch.Tensor) -> torch.Tensor:
         """Table row of the (truncated, clamped) time step [B] (negative rows wrap to the table end)."""
-        return torch.clamp(time_step, -float(self.max_future), float(self.num_frames - 1)).long().reshape(-1)
+        # truncate first, then clamp (as ObservationModule): a NaN or huge time step maps into the table
+        return torch.clamp(time_step.long(), -self.max_future, self.num_frames - 1).reshape(-1)
 
     def _x64(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         return torch.cat([inputs[k] for k in _X_ORDER], dim=-1).double()
