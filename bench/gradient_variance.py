@@ -183,6 +183,14 @@ def run_kappa(args, kappa: float) -> dict:
                 np.median(np.log10(((gb - gb.mean(0)) ** 2).sum(1) / ((gp - gp.mean(0)) ** 2).sum(1)))
             ),
             "cosine_mean_gradients": cos,
+            # How much bundling changes each window's gradient, against the spread of the plain gradient over
+            # windows: a ratio far below 1 means BCG cannot move the variance much either way.
+            "paired_change_over_plain_variance": float(((gb - gp) ** 2).sum(1).mean() / summed_variance(gp)),
+            "paired_cosine_median": float(
+                np.median(
+                    (gb * gp).sum(1) / np.maximum(np.linalg.norm(gb, axis=1) * np.linalg.norm(gp, axis=1), 1e-300)
+                )
+            ),
             **extra,
         }
 
@@ -227,6 +235,8 @@ def main() -> None:
         print(f"{k}.ratio_bcg_over_plain: {r['ratio_bcg_over_plain']:.4g}  ci95 {r['ratio_ci95'][0]:.4g} .. "
               f"{r['ratio_ci95'][1]:.4g}")  # fmt: skip
         print(f"{k}.bcg.bundles_per_window: {r['bcg'].get('bcg_starts_per_window', 0):.1f}")
+        print(f"{k}.paired_change_over_plain_variance: {r['paired_change_over_plain_variance']:.4g}")
+        print(f"{k}.paired_cosine_median: {r['paired_cosine_median']:.4g}")
     print(f"wrote {args.out}")
 
 
