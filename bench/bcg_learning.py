@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from bench_common import make_trainer
 
-from bcg_deploy.training.config import TrainConfig, apply_overrides
 from bcg_deploy.training.evaluate import evaluate_policy
 from bcg_deploy.training.runner import Trainer
 
@@ -34,23 +34,7 @@ BCG_KEYS = ("bcg_starts", "bcg_bundled_envs", "bcg_sim_rows")
 
 
 def _trainer(args, bundle: bool, out_dir: str) -> Trainer:
-    cfg = TrainConfig()
-    apply_overrides(
-        cfg,
-        [
-            f"motion.task={args.task}",
-            f"env.num_envs={args.envs}",
-            f"shac.horizon={args.horizon}",
-            f"sim.kappa={args.kappa}",
-            f"runner.seed={args.seed}",
-            f"runner.out_dir={out_dir}",
-            "runner.tensorboard=false",
-            f"runner.iterations={args.iterations}",
-            f"bcg.enabled={bundle}",
-            *args.set,
-        ],
-    )
-    return Trainer(cfg)
+    return make_trainer(args, out_dir, kappa=args.kappa, iterations=args.iterations, bundle=bundle)
 
 
 def _evaluate(tr: Trainer, args) -> dict:

@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 import torch
+from bench_common import make_trainer
 
-from bcg_deploy.training.config import TrainConfig, apply_overrides
 from bcg_deploy.training.runner import Trainer
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -33,23 +33,7 @@ BCG_KEYS = ("bcg_starts", "bcg_bundled_envs", "bcg_branch_rows", "bcg_sim_rows",
 
 
 def _trainer(args, bundle: bool, out_dir: str) -> Trainer:
-    cfg = TrainConfig()
-    apply_overrides(
-        cfg,
-        [
-            f"motion.task={args.task}",
-            f"env.num_envs={args.envs}",
-            f"shac.horizon={args.horizon}",
-            f"sim.kappa={args.kappa}",
-            f"runner.seed={args.seed}",
-            f"runner.out_dir={out_dir}",
-            "runner.tensorboard=false",
-            f"runner.iterations={args.warmup + args.iterations}",
-            f"bcg.enabled={bundle}",
-            *args.set,
-        ],
-    )
-    return Trainer(cfg)
+    return make_trainer(args, out_dir, kappa=args.kappa, iterations=args.warmup + args.iterations, bundle=bundle)
 
 
 def main() -> None:

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from bench_common import make_trainer
 
 from bcg_deploy.training.bcg import BundledTransition
-from bcg_deploy.training.config import TrainConfig, apply_overrides
 from bcg_deploy.training.env import SimTransition, TransitionOut
 from bcg_deploy.training.runner import Trainer
 
@@ -42,25 +42,6 @@ class NoPhysicsTransition(SimTransition):
         with torch.no_grad():
             s = self.sim.step(q, qd, q_target)
         return TransitionOut(s.q, s.qd, s.foot_force)
-
-
-def _trainer(args, kappa: float, out_dir: str) -> Trainer:
-    cfg = TrainConfig()
-    apply_overrides(
-        cfg,
-        [
-            f"motion.task={args.task}",
-            f"env.num_envs={args.envs}",
-            f"shac.horizon={args.horizon}",
-            f"sim.kappa={kappa}",
-            f"runner.seed={args.seed}",
-            f"runner.out_dir={out_dir}",
-            "runner.tensorboard=false",
-            f"runner.iterations={max(args.warmup, 1)}",
-            *args.set,
-        ],
-    )
-    return Trainer(cfg)
 
 
 def _sample_gradient(tr: Trainer, transition, seed: int) -> tuple[np.ndarray, dict]:
@@ -136,7 +117,7 @@ def _estimator_summary(g: np.ndarray, stats: list[dict], seconds: float, names: 
 
 def run_kappa(args, kappa: float) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        tr = _trainer(args, kappa, tmp)
+        tr = make_trainer(args, tmp, kappa=kappa, iterations=max(args.warmup, 1))
         t0 = time.perf_counter()
         for _ in range(args.warmup):
             tr.step()
