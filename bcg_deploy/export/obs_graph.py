@@ -43,6 +43,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from bcg_deploy.motions import quat
 from bcg_deploy.robots import RobotSpec
 from bcg_deploy.training.kinematics import _ROT_QUADRATIC
 from bcg_deploy.training.networks import Actor
@@ -50,19 +51,6 @@ from bcg_deploy.training.observations import FRAME_ARRAYS, ObservationModule
 
 # raw-input layout of the internal float64 vector x64 (one Concat + one Cast)
 _X_ORDER = ("base_ang_vel", "base_lin_vel", "base_pos", "joint_vel", "base_quat", "joint_pos")
-
-
-def _qmul_np(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    w1, x1, y1, z1 = p
-    w2, x2, y2, z2 = q
-    return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])  # fmt: skip
-
-
-def _rot_np(q: np.ndarray) -> np.ndarray:
-    out = np.zeros(9)
-    mujoco.mju_quat2Mat(out, q)
-    return out.reshape(3, 3)
 
 
 def _jumps(parent: np.ndarray) -> list[np.ndarray]:
@@ -140,9 +128,9 @@ class FastObservation(nn.Module):
                 raise ValueError(f"{robot.name}: body {robot.body_names[b]} needs one hinge or none")
             ax, anchor = m.jnt_axis[j], m.jnt_pos[j]
             qa[b] = bq
-            qb[b] = _qmul_np(bq, np.r_[0.0, ax])
+            qb[b] = quat.mul(bq, np.r_[0.0, ax])
             angle[b] = xoff["joint_pos"] + int(m.jnt_qposadr[j]) - 7
-            lever[b, x] += m.body_pos[mb] + _rot_np(bq) @ anchor
+            lever[b, x] += m.body_pos[mb] + quat.to_matrix(bq) @ anchor
             lever[b, b] -= anchor
         self.register_buffer("_angle", torch.as_tensor(angle[:, None]), persistent=False)
         self.register_buffer("_qa", torch.as_tensor(qa, dtype=f64), persistent=False)
