@@ -11,7 +11,8 @@ substep's midpoint configuration:
 3. ``contact_solve``: Delassus blocks ``G_ij = Jc_i Y_j^T`` (1/kg), free contact velocity
    ``c = Jc qd + dt Y qfrc_smooth`` (m/s; plastic impact, no restitution, no Baumgarte), warm start
    ``p_i = -G_ii^-1 c_i``, ``iterations`` sweeps of projected Gauss-Seidel with the coupling terms
-   ``G_ij p_j`` (j != i) scaled by ``s(d_j)``, Coulomb-cone projection, and the returned impulse
+   ``G_ij p_j`` (j != i) scaled by ``s(d_j)`` (symmetric: even sweeps visit the contacts forward, odd
+   sweeps backward; docs/decisions.md D6), Coulomb-cone projection, and the returned impulse
    ``p_i s(d_i)`` (N s) with ``s(d) = 1 / (1 + exp(-kappa d))`` (exponent clamped to [-50, 50]).
    Every sweep writes its own slice of ``p_iter``: nothing is updated in place, so Warp's adjoint
    of the unrolled iterations is exact.
@@ -287,19 +288,19 @@ def build(t: Types, num_contacts: int, tree: tuple) -> SimpleNamespace:
         return bar
 
     @wp.func(module=mod)
-    def gs_residual(
-        e: int, it: int, i: int, con_s: wp.array2d(dtype=S), con_G: wp.array3d(dtype=mat33),
-        con_c: wp.array2d(dtype=vec3), con_p: wp.array3d(dtype=vec3),
-    ) -> vec3:  # fmt: skip
-        """Residual of contact ``i`` in sweep ``it``: c_i + G_ii p_i + sum_(j != i) s_j G_ij p_j, with the
-        contacts before ``i`` already at sweep ``it + 1``."""
-        res = con_c[e, i] + con_G[e, i, i] * con_p[e, it, i]
-        for j in range(con_c.shape[1]):
-            if j < i:
-                res = res + con_s[e, j] * (con_G[e, i, j] * con_p[e, it + 1, j])
-            if j > i:
-                res = res + con_s[e, j] * (con_G[e, i, j] * con_p[e, it, j])
-        return res
+    def sweep_order(it: int, k: int, nc: int) -> int:
+        """The ``k``-th contact visited in sweep ``it``: forward in even sweeps, backward in odd ones
+        (symmetric Gauss-Seidel: no contact, and so neither foot, is always updated first)."""
+        if it % 2 == 1:
+            return nc - 1 - k
+        return k
+
+    @wp.func(module=mod)
+    def visited_before(it: int, j: int, i: int) -> int:
+        """1 if contact ``j`` is updated before contact ``i`` in sweep ``it`` (see ``sweep_order``), else 0."""
+        if it % 2 == 1:
+            return wp.where(j > i, 1, 0)
+        return wp.where(j < i, 1, 0)
 
     @wp.func(module=mod)
     def gs_step(step_mode: int, gii: mat33, res: vec3) -> vec3:
@@ -308,6 +309,19 @@ def build(t: Types, num_contacts: int, tree: tuple) -> SimpleNamespace:
         if step_mode == 1:
             return (S(SCALAR_RELAXATION) / frobenius(gii)) * res
         return vec3(res[0] / gii[0, 0], res[1] / gii[1, 1], res[2] / gii[2, 2])
+
+    @wp.func(module=mod)
+    def gs_residual(
+        e: int, it: int, i: int, con_s: wp.array2d(dtype=S), con_G: wp.array3d(dtype=mat33),
+        con_c: wp.array2d(dtype=vec3), con_p: wp.array3d(dtype=vec3),
+    ) -> vec3:  # fmt: skip
+        """Residual of contact ``i`` in sweep ``it``: c_i + G_ii p_i + sum_(j != i) s_j G_ij p_j, with the
+        contacts visited before ``i`` in this sweep (``sweep_order``) already at sweep ``it + 1``."""
+        res = con_c[e, i] + con_G[e, i, i] * con_p[e, it, i]
+        for j in range(con_c.shape[1]):
+            if j != i:
+                res = res + con_s[e, j] * (con_G[e, i, j] * con_p[e, it + visited_before(it, j, i), j])
+        return res
 
     @wp.kernel(module=mod, enable_backward=False)
     def contact_pgs_kernel(
@@ -338,7 +352,8 @@ def build(t: Types, num_contacts: int, tree: tuple) -> SimpleNamespace:
             con_Ginv_out[e, i] = safe_inverse(con_G_in[e, i, i])
             con_p_out[e, 0, i] = project(-(con_Ginv_out[e, i] * con_c_in[e, i]), mu)
         for it in range(iterations):
-            for i in range(nc):
+            for k in range(nc):
+                i = sweep_order(it, k, nc)
                 res = gs_residual(e, it, i, con_s_out, con_G_in, con_c_in, con_p_out)
                 step = gs_step(step_mode, con_G_in[e, i, i], res)
                 con_p_out[e, it + 1, i] = project(con_p_out[e, it, i] - step, mu)
@@ -381,7 +396,7 @@ def build(t: Types, num_contacts: int, tree: tuple) -> SimpleNamespace:
         for kk in range(iterations):
             k = iterations - 1 - kk
             for ii in range(nc):
-                i = nc - 1 - ii
+                i = sweep_order(k, nc - 1 - ii, nc)
                 gii = con_G_in[e, i, i]
                 res = gs_residual(e, k, i, con_s_in, con_G_in, con_c_in, con_p_in)
                 x = con_p_in[e, k, i] - gs_step(step_mode, gii, res)
@@ -402,9 +417,7 @@ def build(t: Types, num_contacts: int, tree: tuple) -> SimpleNamespace:
                 adj_p_io[e, k, i] = adj_p_io[e, k, i] + xb + wp.transpose(gii) * rb
                 for j in range(nc):
                     if j != i:
-                        kj = k
-                        if j < i:
-                            kj = k + 1
+                        kj = k + visited_before(k, j, i)
                         pj = con_p_in[e, kj, j]
                         sj = con_s_in[e, j]
                         gij = con_G_in[e, i, j]

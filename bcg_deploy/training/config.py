@@ -46,6 +46,12 @@ class SimCfg:
     """Simulator and network precision."""
     gravity: bool = True
     """Gravity on (False: a floating robot; for debugging the learning loop without contact)."""
+    contact_iterations: int = 10
+    """Projected Gauss-Seidel sweeps of the contact solve."""
+    contact_step: Literal["scalar", "component"] = "scalar"
+    """Gauss-Seidel step: "scalar" (docs/decisions.md D5) or the superseded per-component step (D2)."""
+    bias_velocity: Literal["start", "midpoint"] = "start"
+    """Velocity of the bias forces: METHOD.md's substep start velocity, or the predicted midpoint velocity."""
 
 
 @dataclass

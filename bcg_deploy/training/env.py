@@ -428,19 +428,19 @@ def make_simulator(cfg: TrainConfig, robot: RobotSpec, device: torch.device) -> 
     """Build the differentiable simulator for ``cfg`` (E envs, dtype, dt, substeps, kappa)."""
     from bcg_deploy.diffsim import SimConfig, Simulator
 
-    kwargs = dict(
+    sim = SimConfig(
         num_envs=cfg.env.num_envs,
         device=str(device),
         dtype=cfg.sim.dtype,
         physics_dt=cfg.sim.physics_dt,
         substeps=cfg.sim.substeps,
+        gravity=cfg.sim.gravity,
+        kappa=cfg.sim.kappa,
+        contact_iterations=cfg.sim.contact_iterations,
+        contact_step=cfg.sim.contact_step,
+        bias_velocity=cfg.sim.bias_velocity,
     )
-    fields = getattr(SimConfig, "__dataclass_fields__", {})
-    if "kappa" in fields:
-        kwargs["kappa"] = cfg.sim.kappa
-    if "gravity" in fields:
-        kwargs["gravity"] = cfg.sim.gravity
-    return Simulator(robot, SimConfig(**kwargs))
+    return Simulator(robot, sim)
 
 
 def sim_param_arrays(sim: Any, robot: RobotSpec, params: dr.EnvParams) -> dict[str, torch.Tensor]:

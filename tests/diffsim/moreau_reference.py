@@ -72,8 +72,8 @@ class MoreauReference:
         blk = [[G[3 * i : 3 * i + 3, 3 * j : 3 * j + 3] for j in range(nc)] for i in range(nc)]
         scalar = self.cfg.step == "scalar"
         p = np.array([_project(-np.linalg.solve(blk[i][i], c[3 * i : 3 * i + 3]), mu) for i in range(nc)])
-        for _ in range(self.cfg.iterations):
-            for i in range(nc):
+        for sweep in range(self.cfg.iterations):  # symmetric Gauss-Seidel: backward in odd sweeps
+            for i in reversed(range(nc)) if sweep % 2 else range(nc):
                 res = c[3 * i : 3 * i + 3] + blk[i][i] @ p[i]
                 for j in range(nc):
                     if j != i:
