@@ -7,7 +7,8 @@ velocity up to 1 m/s, base angular and joint rates up to 2 rad/s. For each env t
 deviation over the run of: total (kinetic) energy; linear momentum; angular momentum about the CoM and
 about the world origin (norm of the change / norm of the initial value). Energy and momenta are
 evaluated by MuJoCo (mj_energyVel, mj_subtreeVel) on the simulated states. Both bias-velocity
-options and two physics dt are measured, to show the convergence order.
+options and two physics dt are measured, to show the convergence order; MuJoCo's own Euler, implicitfast
+and RK4 integrators on the same states (actuation and constraints disabled) are the peer.
 """
 
 from __future__ import annotations
@@ -65,7 +66,9 @@ class Meter:
 
 def drift(bias_velocity: str, dt: float, seconds: float, num_envs: int, seed: int = 3) -> dict:
     robot = load_robot("g1")
-    cfg = SimConfig(num_envs=num_envs, dtype="float64", physics_dt=dt, gravity=False, bias_velocity=bias_velocity)
+    cfg = SimConfig(
+        num_envs=num_envs, dtype="float64", physics_dt=dt, gravity=False, bias_velocity=bias_velocity, contact=False
+    )
     sim = Simulator(robot, cfg)
     sim.set_env_params(act_kp=np.zeros(29), act_kd=np.zeros(29))
     meter = Meter()
@@ -86,6 +89,31 @@ def drift(bias_velocity: str, dt: float, seconds: float, num_envs: int, seed: in
     return worst
 
 
+def mujoco_drift(integrator: str, dt: float, seconds: float, num_envs: int, seed: int = 3) -> dict:
+    """The same measurement on MuJoCo's own integrator (the peer): actuation and constraints disabled."""
+    m = load_robot("g1").load_model(scene=False)
+    m.opt.gravity[:] = 0.0
+    m.opt.timestep = dt
+    m.opt.integrator = getattr(mujoco.mjtIntegrator, f"mjINT_{integrator.upper()}")
+    m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_ACTUATION | mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
+    d = mujoco.MjData(m)
+    meter = Meter()
+    q0, qd0 = passive_states(num_envs, seed)
+    worst = {k: 0.0 for k in ("energy", "linear", "angular_com", "angular_origin")}
+    steps_per_check = round(0.02 / dt)
+    for e in range(num_envs):
+        ref = meter(q0[e], qd0[e])
+        mujoco.mj_resetData(m, d)
+        d.qpos[:], d.qvel[:] = q0[e], qd0[e]
+        for _ in range(round(seconds / 0.02)):
+            mujoco.mj_step(m, d, nstep=steps_per_check)
+            now = meter(d.qpos, d.qvel)
+            for k in worst:
+                dev = np.linalg.norm(np.subtract(now[k], ref[k])) / np.linalg.norm(ref[k])
+                worst[k] = max(worst[k], float(dev))
+    return worst
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--envs", type=int, default=8)
@@ -99,7 +127,17 @@ def main() -> None:
             w = drift(bias_velocity, dt, args.seconds, args.envs)
             rows.append({"bias_velocity": bias_velocity, "physics_dt": dt, **w})
             print(" ".join([f"{bias_velocity}.dt{dt}"] + [f"{k}: {v:.3g}" for k, v in w.items()]))
-    report = {"envs": args.envs, "seconds": args.seconds, "max_relative_deviation": rows}
+    peers = []
+    for integrator in ("euler", "implicitfast", "rk4"):
+        w = mujoco_drift(integrator, 0.005, args.seconds, args.envs)
+        peers.append({"mujoco_integrator": integrator, "physics_dt": 0.005, **w})
+        print(" ".join([f"mujoco.{integrator}.dt0.005"] + [f"{k}: {v:.3g}" for k, v in w.items()]))
+    report = {
+        "envs": args.envs,
+        "seconds": args.seconds,
+        "max_relative_deviation": rows,
+        "mujoco_max_relative_deviation": peers,
+    }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
