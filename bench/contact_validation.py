@@ -2,7 +2,10 @@
 
 Writes bench/results/contact_validation.json with:
   standing     the home pose at 10x PD gains dropped from 2 cm, 3 s, per kappa: summed vertical contact force
-               over the last second / (m g), mean foot-sphere penetration (mm), pelvis height;
+               over the last second / (m g), mean foot-sphere penetration (mm), pelvis height, time upright,
+               creep rate;
+  standing_balanced  the same with an ankle feedback on the pelvis pitch and roll (``ankle_balance``): the
+               passive robot tips over at kappa 50 and 100;
   friction     one free G1 foot given 1 m/s forward on mu = 0.5: measured deceleration / (mu g) (sliding);
                with mu = 1.2 and a 5 cm/s push: horizontal drift (mm) over 1 s (sticking);
   mujoco       side by side with MuJoCo (same MJCF, dt, gains, initial state) for 2 s: pelvis heights and the
@@ -42,14 +45,16 @@ def _sim(robot, n: int, kappa: float, gain_scale: float = 1.0, **kw) -> Simulato
     return sim
 
 
-def _rollout(sim: Simulator, q, qd, seconds: float):
-    """No-grad rollout with the PD targets at the home pose; yields (time, SimState) every control step."""
+def _rollout(sim: Simulator, q, qd, seconds: float, controller=None):
+    """No-grad rollout with the PD targets at the home pose (or ``controller(q, qd)``'s targets); yields
+    (time, SimState) every control step."""
     robot = sim.robot
-    qt = torch.tensor(np.tile(robot.default_joint_pos, (q.shape[0], 1)))
+    home = torch.tensor(np.tile(robot.default_joint_pos, (q.shape[0], 1)))
     q, qd = torch.as_tensor(q), torch.as_tensor(qd)
     steps = round(seconds / sim.control_dt)
     with torch.no_grad():
         for k in range(steps):
+            qt = home if controller is None else controller(q, qd)
             st = sim.step(q, qd, qt)
             q, qd = st.q, st.qd
             yield (k + 1) * sim.control_dt, st
@@ -70,17 +75,39 @@ def _tilt(q) -> float:
     return float(np.arccos(np.clip(1.0 - 2.0 * (x * x + y * y) / n, -1.0, 1.0)))
 
 
-def standing(robot, seconds: float = 3.0, fallen_tilt: float = 0.5) -> dict:
+def ankle_balance(robot, gain: float = 6.0, damping: float = 0.3):
+    """Home-pose targets plus the simplest balance feedback: both ankle pitch (roll) targets move by
+    ``gain`` rad/rad times the pelvis pitch (roll) plus ``damping`` s times its pitch (roll) rate."""
+    names = list(robot.joint_names)
+    pitch = [names.index(f"{side}_ankle_pitch_joint") for side in ("left", "right")]
+    roll = [names.index(f"{side}_ankle_roll_joint") for side in ("left", "right")]
+    home = torch.tensor(robot.default_joint_pos[None])
+
+    def controller(q: torch.Tensor, qd: torch.Tensor) -> torch.Tensor:
+        w, x, y, z = (q[:, i] for i in range(3, 7))
+        r = torch.atan2(2 * (w * x + y * z), 1 - 2 * (x * x + y * y))
+        p = torch.asin(torch.clamp(2 * (w * y - z * x), -1.0, 1.0))
+        qt = home.repeat(q.shape[0], 1)
+        qt[:, pitch] += (gain * p + damping * qd[:, 4])[:, None]
+        qt[:, roll] += (gain * r + damping * qd[:, 3])[:, None]
+        return qt
+
+    return controller
+
+
+def standing(robot, seconds: float = 3.0, fallen_tilt: float = 0.5, balance: bool = False) -> dict:
     """Home pose at 10x gains dropped from 2 cm, per kappa. Besides the issue's figures: the time the robot
     stays upright (tilt below ``fallen_tilt`` rad) and the creep, the slope of the mean penetration over the
     last second (METHOD's contact has no position term: a loaded sphere keeps sinking at (1 - s(d)) of its
-    stopping velocity, so the penetration grows slowly instead of settling)."""
+    stopping velocity, so the penetration grows slowly instead of settling, and a passive robot on it is an
+    inverted pendulum on a damper, which tips over). ``balance`` adds ``ankle_balance``."""
     out = {}
     mg = robot.total_mass * G
+    controller = ankle_balance(robot) if balance else None
     for kappa in KAPPAS:
         sim = _sim(robot, 1, kappa, gain_scale=10.0, substeps=1)  # one physics step per call: every impulse
         force, depth, times, upright = [], [], [], seconds
-        for t, st in _rollout(sim, *standing_state(robot, 1, drop=0.02), seconds):
+        for t, st in _rollout(sim, *standing_state(robot, 1, drop=0.02), seconds, controller):
             if upright == seconds and _tilt(st.q) > fallen_tilt:
                 upright = t
             if t > seconds - 1.0 + 1e-9:
@@ -257,6 +284,7 @@ def main() -> None:
     report = {"robot": robot.identity(), "dtype": "float64", "physics_dt": 0.005}
     for name, fn in (
         ("standing", standing),
+        ("standing_balanced", lambda r: standing(r, balance=True)),
         ("friction", friction),
         ("mujoco", mujoco_side_by_side),
         ("gradients", gradients),
