@@ -11,6 +11,11 @@ norm, the median / max per-sample norm, bundle counts; and the ratio BCG / plain
 bootstrap 95 % interval (resampling the windows). Writes JSON to bench/results/gradient_variance.json
 and prints ``name.metric: value`` lines.
 
+With ``--local SIGMA`` every sample runs the same window (one seed: same resets, noise and BCG
+perturbations) from an initial state whose pelvis heights differ by N(0, SIGMA^2): the variance is then
+the gradient's sensitivity to a tiny change of state, the stiffness that bundling is meant to average out
+(METHOD.md section 1), without the spread between windows.
+
     python bench/gradient_variance.py [--kappas 50 300] [--envs 16] [--horizon 32] [--samples 32]
 """
 
@@ -44,14 +49,19 @@ class NoPhysicsTransition(SimTransition):
         return TransitionOut(s.q, s.qd, s.foot_force)
 
 
-def _sample_gradient(tr: Trainer, transition, seed: int) -> tuple[np.ndarray, dict]:
-    """The actor-loss gradient of one SHAC window from fresh resets drawn with ``seed``."""
+def _sample_gradient(tr: Trainer, transition, seed: int, dz: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
+    """The actor-loss gradient of one SHAC window from fresh resets drawn with ``seed``; ``dz`` [E] (m), if
+    given, is added to every env's initial pelvis height."""
     env, shac = tr.env, tr.shac
     env.transition = transition
     if isinstance(transition, BundledTransition):
         transition.generator.manual_seed(seed)
     torch.manual_seed(seed)
     env.reset()
+    if dz is not None:
+        q = env.q.clone()
+        q[:, 2] += torch.as_tensor(dz, dtype=q.dtype, device=q.device)
+        env.q = q
     roll = shac.rollout(env)
     shac.actor.zero_grad(set_to_none=True)
     roll.actor_loss.backward()
@@ -74,8 +84,9 @@ def bootstrap_ratio(a: np.ndarray, b: np.ndarray, n: int, seed: int) -> tuple[fl
     out = np.empty(n)
     for i in range(n):
         idx = rng.integers(0, r, r)
-        out[i] = summed_variance(b[idx]) / summed_variance(a[idx])
-    lo, hi = np.percentile(out, [2.5, 97.5])
+        den = summed_variance(a[idx])
+        out[i] = summed_variance(b[idx]) / den if den > 0 else np.nan  # a resample of one repeated window
+    lo, hi = np.nanpercentile(out, [2.5, 97.5])
     return float(lo), float(hi), out
 
 
@@ -135,10 +146,13 @@ def run_kappa(args, kappa: float) -> dict:
         stats: dict[str, list] = {n: [] for n in estimators}
         secs = {n: 0.0 for n in estimators}
         for r in range(args.samples):
-            seed = args.seed + 1000 + r
+            seed = args.seed + 1000 + (0 if args.local else r)
+            dz = None
+            if args.local:
+                dz = np.random.default_rng(args.seed + 5000 + r).normal(0.0, args.local, tr.env.num_envs)
             for name, transition in estimators.items():
                 t = time.perf_counter()
-                g, st = _sample_gradient(tr, transition, seed)
+                g, st = _sample_gradient(tr, transition, seed, dz)
                 secs[name] += time.perf_counter() - t
                 grads[name].append(g)
                 stats[name].append(st)
@@ -182,16 +196,25 @@ def main() -> None:
     ap.add_argument("--task", default="dance")
     ap.add_argument("--envs", type=int, default=16)
     ap.add_argument("--horizon", type=int, default=32)
-    ap.add_argument("--samples", type=int, default=32)
+    ap.add_argument("--samples", type=int, default=32, help="gradient samples per estimator (at least 4)")
     ap.add_argument("--warmup", type=int, default=0, help="plain SHAC iterations before freezing the policy")
     ap.add_argument("--std", type=float, default=None, help="set the policy's action std before measuring")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-physics", action="store_true", help="also the estimator with the simulator gradient cut")
+    ap.add_argument(
+        "--local",
+        type=float,
+        default=None,
+        help="one window (same resets and noise) for every sample, which differ only by N(0, LOCAL^2) m added to "
+        "each env's initial pelvis height: the gradient's sensitivity to the state (the stiffness BCG targets)",
+    )
     ap.add_argument("--bootstrap", type=int, default=2000)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--set", nargs="*", default=[], help="extra config overrides a.b=v (e.g. bcg.tau=300)")
     ap.add_argument("--out", type=Path, default=RESULTS / "gradient_variance.json")
     args = ap.parse_args()
+    if args.samples < 4:
+        ap.error(f"--samples must be at least 4 (a variance and its bootstrap interval), got {args.samples}")
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
     results = [run_kappa(args, k) for k in args.kappas]
