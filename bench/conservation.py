@@ -7,7 +7,8 @@ velocity up to 1 m/s, base angular and joint rates up to 2 rad/s. For each env t
 deviation over the run of: total (kinetic) energy; linear momentum; angular momentum about the CoM and
 about the world origin (norm of the change / norm of the initial value). Energy and momenta are
 evaluated by MuJoCo (mj_energyVel, mj_subtreeVel) on the simulated states. Both bias-velocity
-options and two physics dt are measured, to show the convergence order; MuJoCo's own Euler, implicitfast
+options of the Moreau step and ``integrator="rk4"``, at two physics dt each, are measured (the convergence
+order); MuJoCo's own Euler, implicitfast
 and RK4 integrators on the same states (actuation and constraints disabled) are the peer.
 """
 
@@ -64,11 +65,12 @@ class Meter:
         }
 
 
-def drift(bias_velocity: str, dt: float, seconds: float, num_envs: int, seed: int = 3) -> dict:
+def drift(bias_velocity: str, dt: float, seconds: float, num_envs: int, seed: int = 3, integrator="moreau") -> dict:
     robot = load_robot("g1")
     cfg = SimConfig(
-        num_envs=num_envs, dtype="float64", physics_dt=dt, gravity=False, bias_velocity=bias_velocity, contact=False
-    )
+        num_envs=num_envs, dtype="float64", physics_dt=dt, gravity=False, bias_velocity=bias_velocity, contact=False,
+        integrator=integrator, pd_damping="explicit",
+    )  # fmt: skip
     sim = Simulator(robot, cfg)
     sim.set_env_params(act_kp=np.zeros(29), act_kd=np.zeros(29))
     meter = Meter()
@@ -125,8 +127,12 @@ def main() -> None:
     for bias_velocity in ("start", "midpoint"):
         for dt in (0.005, 0.0025):
             w = drift(bias_velocity, dt, args.seconds, args.envs)
-            rows.append({"bias_velocity": bias_velocity, "physics_dt": dt, **w})
+            rows.append({"integrator": "moreau", "bias_velocity": bias_velocity, "physics_dt": dt, **w})
             print(" ".join([f"{bias_velocity}.dt{dt}"] + [f"{k}: {v:.3g}" for k, v in w.items()]))
+    for dt in (0.005, 0.0025):
+        w = drift("start", dt, args.seconds, args.envs, integrator="rk4")
+        rows.append({"integrator": "rk4", "physics_dt": dt, **w})
+        print(" ".join([f"rk4.dt{dt}"] + [f"{k}: {v:.3g}" for k, v in w.items()]))
     peers = []
     for integrator in ("euler", "implicitfast", "rk4"):
         w = mujoco_drift(integrator, 0.005, args.seconds, args.envs)

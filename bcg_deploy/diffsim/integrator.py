@@ -233,8 +233,124 @@ def build(t: Types, max_children: int, tree: tuple, has_jnt_pos: bool = True) ->
             elif jt == HINGE:
                 q_out[e, a] = q_in[e, a] + dt * half * (qd_in[e, d] + qd_out[e, d])
 
+    @wp.func(module=mod)
+    def dexp_inv(theta: vec3, w: vec3) -> vec3:
+        """d theta / dt for R = R0 Exp(theta) moving with the BODY angular velocity w (inverse right Jacobian
+        of SO(3), series to second order in theta: exact enough for 4th-order Runge-Kutta-Munthe-Kaas)."""
+        tw = wp.cross(theta, w)
+        return w + S(0.5) * tw + wp.cross(theta, tw) / S(12.0)
+
+    @wp.func(module=mod)
+    def angular(v: wp.array2d(dtype=S), e: int, d: int) -> vec3:
+        return vec3(v[e, d + 3], v[e, d + 4], v[e, d + 5])
+
+    @wp.kernel(module=mod)
+    def rk4_kernel(
+        # Model:
+        body_jnttype: wp.array(dtype=int),
+        body_qposadr: wp.array(dtype=int),
+        body_dofadr: wp.array(dtype=int),
+        # Data in:
+        q0_in: wp.array2d(dtype=S),
+        qd0_in: wp.array2d(dtype=S),
+        v0_in: wp.array2d(dtype=S),
+        v1_in: wp.array2d(dtype=S),
+        v2_in: wp.array2d(dtype=S),
+        v3_in: wp.array2d(dtype=S),
+        a0_in: wp.array2d(dtype=S),
+        a1_in: wp.array2d(dtype=S),
+        a2_in: wp.array2d(dtype=S),
+        a3_in: wp.array2d(dtype=S),
+        stage: int,
+        h: S,
+        # Data out:
+        q_out: wp.array2d(dtype=S),
+        qd_out: wp.array2d(dtype=S),
+    ):
+        """Classic 4th-order Runge-Kutta from the base point (q0, qd0) = stage 0 with stage velocities v_i and
+        accelerations a_i: ``stage`` 1..3 writes stage point i (qd0 + c_i h a_(i-1), positions advanced by
+        c_i h v_(i-1); c = 1/2, 1/2, 1), ``stage`` 4 the result (weights h (1, 2, 2, 1) / 6). The free joint's
+        rotation is Runge-Kutta-Munthe-Kaas: q0 Exp(Theta) with Theta_i = c_i K_(i-1),
+        K_i = h dexp_inv(Theta_i, w_i) (plain q0 Exp(c h w) stages are only second order in the rotation).
+        Arrays of stages not yet computed may alias others: they are not read."""
+        e = wp.tid()
+        c = S(0.5)
+        if stage == 3:
+            c = S(1.0)
+        for i in range(qd0_in.shape[1]):
+            if stage == 1:
+                qd_out[e, i] = qd0_in[e, i] + c * h * a0_in[e, i]
+            elif stage == 2:
+                qd_out[e, i] = qd0_in[e, i] + c * h * a1_in[e, i]
+            elif stage == 3:
+                qd_out[e, i] = qd0_in[e, i] + c * h * a2_in[e, i]
+            else:
+                asum = a0_in[e, i] + S(2.0) * (a1_in[e, i] + a2_in[e, i]) + a3_in[e, i]
+                qd_out[e, i] = qd0_in[e, i] + h * asum / S(6.0)
+        for b in range(1, body_jnttype.shape[0]):
+            jt = body_jnttype[b]
+            a = body_qposadr[b]
+            d = body_dofadr[b]
+            if jt == FREE:
+                for i in range(3):
+                    dx = c * h * v0_in[e, d + i]
+                    if stage == 2:
+                        dx = c * h * v1_in[e, d + i]
+                    elif stage == 3:
+                        dx = c * h * v2_in[e, d + i]
+                    elif stage == 4:
+                        vsum = v0_in[e, d + i] + S(2.0) * (v1_in[e, d + i] + v2_in[e, d + i]) + v3_in[e, d + i]
+                        dx = h * vsum / S(6.0)
+                    q_out[e, a + i] = q0_in[e, a + i] + dx
+                k0 = h * angular(v0_in, e, d)
+                theta = c * k0
+                if stage >= 2:
+                    k1 = h * dexp_inv(S(0.5) * k0, angular(v1_in, e, d))
+                    theta = c * k1
+                    if stage >= 3:
+                        k2 = h * dexp_inv(S(0.5) * k1, angular(v2_in, e, d))
+                        theta = c * k2
+                        if stage == 4:
+                            k3 = h * dexp_inv(k2, angular(v3_in, e, d))
+                            theta = (k0 + S(2.0) * (k1 + k2) + k3) / S(6.0)
+                rot = wp.normalize(quat(q0_in[e, a + 4], q0_in[e, a + 5], q0_in[e, a + 6], q0_in[e, a + 3]))
+                rot = wp.normalize(quat_integrate(rot, theta, S(1.0)))
+                q_out[e, a + 3] = rot[3]
+                q_out[e, a + 4] = rot[0]
+                q_out[e, a + 5] = rot[1]
+                q_out[e, a + 6] = rot[2]
+            elif jt == HINGE:
+                dx = c * h * v0_in[e, d]
+                if stage == 2:
+                    dx = c * h * v1_in[e, d]
+                elif stage == 3:
+                    dx = c * h * v2_in[e, d]
+                elif stage == 4:
+                    dx = h * (v0_in[e, d] + S(2.0) * (v1_in[e, d] + v2_in[e, d]) + v3_in[e, d]) / S(6.0)
+                q_out[e, a] = q0_in[e, a] + dx
+
+    @wp.kernel(module=mod)
+    def acceleration_kernel(
+        # Data in:
+        qLD_in: wp.array2d(dtype=S),
+        qM_in: wp.array2d(dtype=S),
+        qfrc_smooth_in: wp.array2d(dtype=S),
+        qfrc_zero_in: wp.array2d(dtype=S),
+        qd_in: wp.array2d(dtype=S),
+        # Data out:
+        qacc_out: wp.array2d(dtype=S),
+        qd_scratch_out: wp.array2d(dtype=S),
+    ):
+        """qacc = M^-1 qfrc_smooth (the Runge-Kutta stage derivative; ``qd_scratch_out`` = qd + qacc is unused)."""
+        e = wp.tid()
+        solve_velocity(qLD_in, qM_in, qfrc_smooth_in, qfrc_zero_in, qd_in, S(1.0), e, qacc_out, qd_scratch_out)
+
     return SimpleNamespace(
-        smooth_kernel=smooth_kernel, midpoint_bias_kernel=midpoint_bias_kernel, update_kernel=update_kernel
+        smooth_kernel=smooth_kernel,
+        midpoint_bias_kernel=midpoint_bias_kernel,
+        update_kernel=update_kernel,
+        rk4_kernel=rk4_kernel,
+        acceleration_kernel=acceleration_kernel,
     )
 
 
@@ -333,6 +449,65 @@ def record_substep(
         rec.add(k.update_kernel, uargs, uouts, adj_ins, [g["dqd"][s], g["qd"][s + 1], g["q"][s + 1]])
 
 
+def rk4_layout(t: Types, num_envs: int, substeps: int, nv: int) -> list:
+    """The extra ``StepData`` array of ``record_substep_rk4`` (``substeps`` counts the virtual substeps)."""
+    return [("qd_scratch", (substeps, num_envs, nv), t.scalar, 1, True)]
+
+
+_RK4_STAGE = (0.0, 0.5, 0.5, 1.0)  # stage k's point: the base point advanced by c_k dt along stage k-1
+
+
+def _record_rk4_combination(
+    m: Model, k: SimpleNamespace, d: StepData, rec: Recorder, base: int, stage: int, dt: float, out: int
+) -> None:
+    """``rk4_kernel`` writing (q, qd)[out]: stage point ``stage`` (1..3) or the result (4) of the substep
+    whose stage 0 is virtual substep ``base``; stages not yet computed are passed as aliases (not read)."""
+    S = m.types.scalar
+    idx = [base + min(i, stage - 1) for i in range(4)]
+    jargs = [m.body_jnttype, m.body_qposadr, m.body_dofadr]
+    ins = [d.q[base], d.qd[base]] + [d.qd[i] for i in idx] + [d.dqd[i] for i in idx] + [stage, S(dt)]
+    outs = [d.q[out], d.qd[out]]
+    if not rec.grad:
+        rec.add(k.rk4_kernel, jargs + ins, outs)
+        return
+    g = d.grads
+    adj = [None] * 3 + [g["q"][base], g["qd"][base]] + [g["qd"][i] for i in idx] + [g["dqd"][i] for i in idx]
+    rec.add(k.rk4_kernel, jargs + ins, outs, adj + [None, None], [g["q"][out], g["qd"][out]])
+
+
+def record_substep_rk4(
+    m: Model, k: SimpleNamespace, d: StepData, s: int, dt: float, rec: Recorder, qfrc_applied, qfrc_zero
+) -> None:
+    """Record physics substep ``s`` as classic 4th-order Runge-Kutta (``SimConfig.integrator="rk4"``;
+    contact-free, explicit PD at every stage, as MuJoCo's RK4). ``d`` has 4 virtual substeps per physics
+    substep: j = 4 s + k holds stage k's point (q[j], qd[j]) and its evaluation (kinematics, M, forces,
+    qacc = dqd[j]); q[4 s + 4], qd[4 s + 4] is the substep's result."""
+    S = m.types.scalar
+    g = d.grads if rec.grad else None
+    margs = _model_args(m, _SMOOTH_MODEL, {})
+    base = 4 * s
+    for stage in range(4):
+        j = base + stage
+        if stage > 0:
+            _record_rk4_combination(m, k, d, rec, base, stage, dt, j)
+        ins = [d.q[j], d.qd[j], d.q_target, qfrc_applied, S(0.0), S(0.0)]
+        outs = [getattr(d, n)[j] for n in _SMOOTH_OUT]
+        ains = [d.qLD[j], d.qM[j], d.qfrc_smooth[j], qfrc_zero, d.qd[j]]
+        aouts = [d.dqd[j], d.qd_scratch[j]]
+        if g is None:
+            rec.add(k.smooth_kernel, margs + ins, outs)
+            rec.add(k.acceleration_kernel, ains, aouts)
+        else:
+            adj = [None] * len(margs) + [g["q"][j], g["qd"][j], g["q_target"], None, None, None]
+            rec.add(k.smooth_kernel, margs + ins, outs, adj, [g[n][j] if n in g else None for n in _SMOOTH_OUT])
+            adj = [None, g["qM"][j], g["qfrc_smooth"][j], None, g["qd"][j]]
+            rec.add(k.acceleration_kernel, ains, aouts, adj, [g["dqd"][j], g["qd_scratch"][j]])
+    _record_rk4_combination(m, k, d, rec, base, 4, dt, base + 4)
+    if g is not None:
+        blocks = d.grad_blocks[base : base + 4]
+        rec.add_adjoint_only(ZeroCmd([*blocks, *(g[n][base + i] for n in ("q", "qd") for i in range(4))]))
+
+
 def record_step(
     m: Model,
     k: SimpleNamespace,
@@ -344,6 +519,7 @@ def record_step(
     implicit_damping: bool,
     bias_midpoint: bool,
     contact: tuple | None = None,
+    rk4: bool = False,
 ):
     """Record all substeps of ``d``: fills ``d.fwd_cmds`` and (if ``grad``) ``d.adj_cmds`` in reverse order.
     ``qfrc_impulse`` is zero until the contact stage provides one (it is also the predictor's zero).
@@ -353,6 +529,12 @@ def record_step(
     """
     substeps = d.q.shape[0] - 1
     rec = Recorder(m.device, d.q.shape[1], grad)
+    if rk4:
+        for s in range(substeps // 4):
+            record_substep_rk4(m, k, d, s, dt, rec, qfrc_applied, qfrc_impulse)
+        d.fwd_cmds = rec.fwd
+        d.adj_cmds = list(reversed(rec.adj))
+        return
     for s in range(substeps):
         record_substep(
             m, k, d, s, dt, rec, qfrc_applied, qfrc_impulse,

@@ -44,6 +44,9 @@ class SimConfig:
             or "implicit" (default; the kd term acts on the new velocity: dt kd is added to M's diagonal for the
             unsaturated joints, as MuJoCo's implicitfast does; docs/decisions.md D1). Contact solves use
             the same M.
+        integrator: "moreau" (default; METHOD.md section 2's Moreau midpoint step, with contact) or "rk4"
+            (classic 4th-order Runge-Kutta per substep, as MuJoCo's RK4: contact-free only, explicit PD at every
+            stage; for checks and flight phases: energy and momentum drift ~1e-6 where Moreau's are percent).
         bias_velocity: "start" (METHOD.md: bias and PD damping at (q_mid, qd), a first-order scheme) or
             "midpoint" (they are re-evaluated at the predicted midpoint velocity
             qd + (dt/2) M^-1 qfrc_smooth(q_mid, qd): second order, one more RNE pass and solve per substep).
@@ -67,6 +70,7 @@ class SimConfig:
     substeps: int = 4
     gravity: bool = True
     pd_damping: str = "implicit"
+    integrator: str = "moreau"
     bias_velocity: str = "start"
     contact: bool = True
     kappa: float = 300.0
@@ -130,6 +134,13 @@ class Simulator:
             raise BcgdError(
                 f"SimConfig: kappa must be > 0, contact_iterations >= 0, friction >= 0; got {cfg.kappa}, "
                 f"{cfg.contact_iterations}, {cfg.friction}"
+            )
+        if cfg.integrator not in ("moreau", "rk4"):
+            raise BcgdError(f"SimConfig.integrator: expected 'moreau' or 'rk4', got {cfg.integrator!r}")
+        if cfg.integrator == "rk4" and (cfg.contact or cfg.pd_damping != "explicit" or cfg.bias_velocity != "start"):
+            raise BcgdError(
+                "SimConfig.integrator='rk4' needs contact=False, pd_damping='explicit' and bias_velocity='start' "
+                f"(got contact={cfg.contact}, pd_damping={cfg.pd_damping!r}, bias_velocity={cfg.bias_velocity!r})"
             )
         if cfg.bias_velocity not in ("start", "midpoint"):
             raise BcgdError(f"SimConfig.bias_velocity: expected 'start' or 'midpoint', got {cfg.bias_velocity!r}")
@@ -311,6 +322,10 @@ class Simulator:
     def _new_data(self, num_envs: int, substeps: int, grad: bool) -> StepData:
         midpoint = self.cfg.bias_velocity == "midpoint"
         extra = self._contact_layout
+        rk4 = self.cfg.integrator == "rk4"
+        if rk4:  # four virtual substeps (the Runge-Kutta stages) per physics substep
+            substeps *= 4
+            extra = tuple(integrator.rk4_layout(self.types, num_envs, substeps, self.nv))
         if grad and self._grad_owner is None:
             self._grad_owner = make_step_data(self.model, num_envs, substeps, midpoint, extra_layout=extra)
         shared = self._grad_owner if grad else None
@@ -318,7 +333,7 @@ class Simulator:
         contact = (self._contact_kernels, self.contact) if self.contact is not None else None
         integrator.record_step(
             self.model, self.kernels, d, self.cfg.physics_dt, self._zero_frc, self._zero_frc, grad,
-            implicit_damping=self.cfg.pd_damping == "implicit", bias_midpoint=midpoint, contact=contact,
+            implicit_damping=self.cfg.pd_damping == "implicit", bias_midpoint=midpoint, contact=contact, rk4=rk4,
         )  # fmt: skip
         self._capture(d)
         return d

@@ -65,7 +65,7 @@ def test_eight_chained_control_steps_match_finite_differences():
     _check(steps=8, seed=43)
 
 
-@pytest.mark.parametrize("options", [{"bias_velocity": "midpoint"}, {"pd_damping": "implicit"}])
+@pytest.mark.parametrize("options", [{"bias_velocity": "midpoint"}, {"pd_damping": "implicit"}, {"integrator": "rk4"}])
 def test_step_options_match_finite_differences(options):
     _check(steps=2, seed=53, **options)
 
