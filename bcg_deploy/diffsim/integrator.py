@@ -244,6 +244,27 @@ def build(t: Types, max_children: int, tree: tuple, has_jnt_pos: bool = True) ->
     def angular(v: wp.array2d(dtype=S), e: int, d: int) -> vec3:
         return vec3(v[e, d + 3], v[e, d + 4], v[e, d + 5])
 
+    @wp.func(module=mod)
+    def rk4_increment(
+        stage: int,
+        h: S,
+        x0: wp.array2d(dtype=S),
+        x1: wp.array2d(dtype=S),
+        x2: wp.array2d(dtype=S),
+        x3: wp.array2d(dtype=S),
+        e: int,
+        i: int,
+    ) -> S:
+        """Component i of the increment to stage point ``stage`` (1..3: c h x_(stage-1), c = 1/2, 1/2, 1)
+        or to the result (4: h (x0 + 2 x1 + 2 x2 + x3) / 6) of classic Runge-Kutta."""
+        if stage == 1:
+            return S(0.5) * h * x0[e, i]
+        if stage == 2:
+            return S(0.5) * h * x1[e, i]
+        if stage == 3:
+            return h * x2[e, i]
+        return h * (x0[e, i] + S(2.0) * (x1[e, i] + x2[e, i]) + x3[e, i]) / S(6.0)
+
     @wp.kernel(module=mod)
     def rk4_kernel(
         # Model:
@@ -274,42 +295,23 @@ def build(t: Types, max_children: int, tree: tuple, has_jnt_pos: bool = True) ->
         K_i = h dexp_inv(Theta_i, w_i) (plain q0 Exp(c h w) stages are only second order in the rotation).
         Arrays of stages not yet computed may alias others: they are not read."""
         e = wp.tid()
-        c = S(0.5)
-        if stage == 3:
-            c = S(1.0)
         for i in range(qd0_in.shape[1]):
-            if stage == 1:
-                qd_out[e, i] = qd0_in[e, i] + c * h * a0_in[e, i]
-            elif stage == 2:
-                qd_out[e, i] = qd0_in[e, i] + c * h * a1_in[e, i]
-            elif stage == 3:
-                qd_out[e, i] = qd0_in[e, i] + c * h * a2_in[e, i]
-            else:
-                asum = a0_in[e, i] + S(2.0) * (a1_in[e, i] + a2_in[e, i]) + a3_in[e, i]
-                qd_out[e, i] = qd0_in[e, i] + h * asum / S(6.0)
+            qd_out[e, i] = qd0_in[e, i] + rk4_increment(stage, h, a0_in, a1_in, a2_in, a3_in, e, i)
         for b in range(1, body_jnttype.shape[0]):
             jt = body_jnttype[b]
             a = body_qposadr[b]
             d = body_dofadr[b]
             if jt == FREE:
                 for i in range(3):
-                    dx = c * h * v0_in[e, d + i]
-                    if stage == 2:
-                        dx = c * h * v1_in[e, d + i]
-                    elif stage == 3:
-                        dx = c * h * v2_in[e, d + i]
-                    elif stage == 4:
-                        vsum = v0_in[e, d + i] + S(2.0) * (v1_in[e, d + i] + v2_in[e, d + i]) + v3_in[e, d + i]
-                        dx = h * vsum / S(6.0)
-                    q_out[e, a + i] = q0_in[e, a + i] + dx
+                    q_out[e, a + i] = q0_in[e, a + i] + rk4_increment(stage, h, v0_in, v1_in, v2_in, v3_in, e, d + i)
                 k0 = h * angular(v0_in, e, d)
-                theta = c * k0
+                theta = S(0.5) * k0
                 if stage >= 2:
                     k1 = h * dexp_inv(S(0.5) * k0, angular(v1_in, e, d))
-                    theta = c * k1
+                    theta = S(0.5) * k1
                     if stage >= 3:
                         k2 = h * dexp_inv(S(0.5) * k1, angular(v2_in, e, d))
-                        theta = c * k2
+                        theta = k2
                         if stage == 4:
                             k3 = h * dexp_inv(k2, angular(v3_in, e, d))
                             theta = (k0 + S(2.0) * (k1 + k2) + k3) / S(6.0)
@@ -320,14 +322,7 @@ def build(t: Types, max_children: int, tree: tuple, has_jnt_pos: bool = True) ->
                 q_out[e, a + 5] = rot[1]
                 q_out[e, a + 6] = rot[2]
             elif jt == HINGE:
-                dx = c * h * v0_in[e, d]
-                if stage == 2:
-                    dx = c * h * v1_in[e, d]
-                elif stage == 3:
-                    dx = c * h * v2_in[e, d]
-                elif stage == 4:
-                    dx = h * (v0_in[e, d] + S(2.0) * (v1_in[e, d] + v2_in[e, d]) + v3_in[e, d]) / S(6.0)
-                q_out[e, a] = q0_in[e, a] + dx
+                q_out[e, a] = q0_in[e, a] + rk4_increment(stage, h, v0_in, v1_in, v2_in, v3_in, e, d)
 
     @wp.kernel(module=mod)
     def acceleration_kernel(
