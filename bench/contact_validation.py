@@ -10,6 +10,7 @@ Writes bench/results/contact_validation.json with:
                with mu = 1.2 and a 5 cm/s push: horizontal drift (mm) over 1 s (sticking);
   mujoco       side by side with MuJoCo (same MJCF, dt, gains, initial state) for 2 s: pelvis heights and the
                mean foot penetration of both (the paper's Delta d);
+  mujoco_balanced  the same with ``ankle_balance`` in both simulators (all kappas stay upright);
   gradients    worst relative error of the simulator's gradients against float64 central differences on 20
                in-contact states, one control step, per kappa;
   stiffness    the variance over 64 samples (1 mm perturbations of the initial pelvis height) of
@@ -75,7 +76,7 @@ def _tilt(q) -> float:
     return float(np.arccos(np.clip(1.0 - 2.0 * (x * x + y * y) / n, -1.0, 1.0)))
 
 
-def ankle_balance(robot, gain: float = 6.0, damping: float = 0.3):
+def ankle_balance(robot, gain: float = 3.0, damping: float = 0.2):
     """Home-pose targets plus the simplest balance feedback: both ankle pitch (roll) targets move by
     ``gain`` rad/rad times the pelvis pitch (roll) plus ``damping`` s times its pitch (roll) rate."""
     names = list(robot.joint_names)
@@ -198,7 +199,9 @@ def friction(robot) -> dict:
     }
 
 
-def mujoco_side_by_side(robot, seconds: float = 2.0) -> dict:
+def mujoco_side_by_side(robot, seconds: float = 2.0, balance: bool = False) -> dict:
+    """Both simulators from the same state with 10x gains, PD targets at the home pose (or from
+    ``ankle_balance`` every control step, 0.02 s, in both)."""
     m = robot.load_model(scene=True)
     m.actuator_gainprm[:, 0] *= 10
     m.actuator_biasprm[:, 1:3] *= 10
@@ -206,9 +209,13 @@ def mujoco_side_by_side(robot, seconds: float = 2.0) -> dict:
     q0, _ = standing_state(robot, 1, drop=0.02)
     d.qpos[:] = q0[0]
     d.ctrl[:] = robot.default_joint_pos
+    controller = ankle_balance(robot) if balance else None
     spheres = [g for g in range(m.ngeom) if "foot_contact" in m.geom(g).name]
+    per_control = round(0.02 / m.opt.timestep)
     pen = []
     for k in range(round(seconds / m.opt.timestep)):
+        if controller is not None and k % per_control == 0:
+            d.ctrl[:] = controller(torch.tensor(d.qpos[None]), torch.tensor(d.qvel[None]))[0].numpy()
         mujoco.mj_step(m, d)
         if (k + 1) * m.opt.timestep > seconds - 1.0:
             depth = m.geom_size[spheres, 0] - d.geom_xpos[spheres, 2]
@@ -225,7 +232,7 @@ def mujoco_side_by_side(robot, seconds: float = 2.0) -> dict:
     for kappa in KAPPAS:
         sim = _sim(robot, 1, kappa, gain_scale=10.0, substeps=1)
         pen = []
-        for t, st in _rollout(sim, *standing_state(robot, 1, drop=0.02), seconds):
+        for t, st in _rollout(sim, *standing_state(robot, 1, drop=0.02), seconds, controller):
             if t > seconds - 1.0 + 1e-9:
                 depth = st.contact_depth[0].numpy()
                 pen.append(float(depth[depth > 0].mean()) if (depth > 0).any() else 0.0)
@@ -287,6 +294,7 @@ def main() -> None:
         ("standing_balanced", lambda r: standing(r, balance=True)),
         ("friction", friction),
         ("mujoco", mujoco_side_by_side),
+        ("mujoco_balanced", lambda r: mujoco_side_by_side(r, balance=True)),
         ("gradients", gradients),
         ("stiffness", stiffness),
     ):
