@@ -9,11 +9,13 @@ THE CONTRACT (sim2sim and other consumers read only this)
 
 Graph: ONNX opset 17, weights inside (no external data), dynamic batch dimension ``batch``, all
 inputs and outputs float32. Inside: the reference clip as constants, the training
-``ObservationModule`` (forward kinematics included; computed in float64 inside the graph), the
-folded observation normaliser ``clamp((obs - mean) / std, -clip, clip)``, the deterministic actor
-``actions = tanh(mean)``, and ``joint_pos_target = clip(default_joint_pos + action_scale * actions,
-joint_lo, joint_hi)``. The raw signature computes these as a small graph (``obs_graph``: root-relative
-kinematics, per-step reference tables, the state-independent reference entries folded into the
+``ObservationModule`` (forward kinematics included; computed in float32 inside the graph, or in
+float64 when float32 misses the parity tolerance), the folded observation normaliser
+``clamp((obs - mean) / std, -clip, clip)``, the deterministic actor ``actions = tanh(mean)``, and
+``joint_pos_target = clip(default_joint_pos + action_scale * actions, joint_lo, joint_hi)``. The raw
+signature computes these as a small graph (``obs_graph``: root-relative kinematics as sums of
+sinusoids plus pointer jumping, per-step reference tables, the state-independent reference entries and
+the reference entries linear in the heading (normaliser clamp provably inactive) folded into the
 actor's first-layer bias per time step), tested equal to the training modules in float64.
 
 Inputs, default signature (``--inputs raw``), MuJoCo conventions:

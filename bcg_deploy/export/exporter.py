@@ -30,6 +30,7 @@ from bcg_deploy.training.checkpoint import EXPORT_KEYS, check_robot_identity, lo
 
 OPSET = 17
 PARITY_TOL = 1e-5
+_DTYPE_NAMES = {torch.float32: "float32", torch.float64: "float64"}
 
 
 @dataclass
@@ -52,7 +53,8 @@ class ExportConfig:
     rollout_steps: int = 100
     """Control steps of the MuJoCo rollout whose states join the parity inputs (0 = none)."""
     parity_tol: float = PARITY_TOL
-    """Maximum absolute onnxruntime-vs-torch error on any output."""
+    """Maximum absolute onnxruntime-vs-torch error on any output (raw signature with the float32
+    observation: also its error against the same module in float64; else the float64 observation)."""
     seed: int = 0
 
 
@@ -67,6 +69,9 @@ class ExportResult:
     num_nodes: int
     deploy_yaml: Path | None = None
     sources: dict[str, int] = field(default_factory=dict)
+    obs_dtype: str = "float32"
+    """Precision of the observation inside the graph (raw signature: float32, or float64 when float32
+    missed the parity tolerance; obs signature: float32)."""
 
 
 def load_for_export(checkpoint: Path) -> tuple[dict, RobotSpec]:
@@ -220,25 +225,38 @@ def export_policy(cfg: ExportConfig) -> ExportResult:
     out = Path(cfg.output)
     _check_writable(out)
     ckpt, robot = load_for_export(Path(cfg.checkpoint))
-    module = build_policy(ckpt, robot, signature)
+    # the raw signature's observation runs in float32 unless that misses the tolerance, against torch
+    # or against the same module in float64 (then float64, ~15 us slower per call; see obs_graph)
+    dtypes = [torch.float32, torch.float64] if signature == "raw" else [torch.float32]
+    module = build_policy(ckpt, robot, signature, dtypes[0])
     raw_module = module if signature == "raw" else build_policy(ckpt, robot, "raw")
-    obs_dim = module.obs_dim
-    model = trace_onnx(module, signature, obs_dim, robot.num_joints)
-    try:
-        onnx.checker.check_model(model, full_check=True)
-    except onnx.checker.ValidationError as exc:  # a bug of ours, not of the user's input
-        raise BcgdError(f"exported graph fails onnx.checker: {str(exc).splitlines()[0][:200]}") from None
     states = parity_inputs(ckpt, robot, raw_module, cfg.parity_samples, cfg.rollout_steps, cfg.seed)
-    chunks = _feeds(signature, module, states, cfg.seed)
-    sess = session(model.SerializeToString())
     reference = build_reference_policy(ckpt, robot) if signature == "raw" else None
-    parity = check_parity(sess, module, signature, chunks, reference)
-    parity |= {"tolerance": cfg.parity_tol, "sources": states.sources, "signature": signature}
-    if not parity["max_abs_err"] <= cfg.parity_tol:
+    missed: list[str] = []
+    for obs_dtype in dtypes:
+        if obs_dtype is not dtypes[0]:
+            module = build_policy(ckpt, robot, signature, obs_dtype)
+        model = trace_onnx(module, signature, module.obs_dim, robot.num_joints)
+        try:
+            onnx.checker.check_model(model, full_check=True)
+        except onnx.checker.ValidationError as exc:  # a bug of ours, not of the user's input
+            raise BcgdError(f"exported graph fails onnx.checker: {str(exc).splitlines()[0][:200]}") from None
+        chunks = _feeds(signature, module, states, cfg.seed)
+        sess = session(model.SerializeToString())
+        parity = check_parity(sess, module, signature, chunks, reference)
+        parity |= {"tolerance": cfg.parity_tol, "sources": states.sources, "signature": signature}
+        err = parity["max_abs_err"]
+        if obs_dtype is not dtypes[-1]:  # float32 observation: also its distance to float64
+            err = max(err, parity["max_abs_err_vs_torch_float64"])
+        if err <= cfg.parity_tol:
+            break
+        missed.append(f"{_DTYPE_NAMES[obs_dtype]} observation {err:.3g}")
+    else:
         worst = max(parity["per_output"].items(), key=lambda kv: kv[1]["max_abs_err"])
+        tried = f" ({', '.join(missed)})" if len(missed) > 1 else ""
         raise BcgdError(
             f"parity check failed: onnxruntime differs from torch by {parity['max_abs_err']:.3g} "
-            f"(output {worst[0]}) > {cfg.parity_tol:g} on {parity['num_inputs']} inputs; {out} not written"
+            f"(output {worst[0]}) > {cfg.parity_tol:g} on {parity['num_inputs']} inputs{tried}; {out} not written"
         )
     run_path = str(Path(cfg.checkpoint).resolve())
     meta = build_metadata(ckpt, robot, signature, profile, parity, OPSET, run_path)
@@ -270,6 +288,7 @@ def export_policy(cfg: ExportConfig) -> ExportResult:
         num_nodes=len(model.graph.node),
         deploy_yaml=yaml_path,
         sources=states.sources,
+        obs_dtype=_DTYPE_NAMES[obs_dtype],
     )
 
 

@@ -1,7 +1,7 @@
 """The torch modules that are traced into ``policy.onnx`` (pure torch, opset 17).
 
 Inputs and outputs are float32. The raw signature is ``obs_graph.FastRawPolicy`` (observation in
-float64, normalised in float64, cast to float32 for the actor; see that module for how it is laid
+float32, or float64 when the exporter falls back to it, actor in float32; see that module for how it is laid
 out for a small graph). The obs signature is the modules below (float32).
 
 - ``FoldedNormalizer``: ``clamp((x - mean) / std, -clip, clip)`` with the checkpoint's running
@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from bcg_deploy.errors import BcgdError
-from bcg_deploy.export.obs_graph import FastRawPolicy
+from bcg_deploy.export.obs_graph import FastRawPolicy, gather_rows
 from bcg_deploy.robots import RobotSpec
 from bcg_deploy.training.networks import Actor
 from bcg_deploy.training.normalizer import RunningNormalizer
@@ -65,14 +65,14 @@ class PolicyHead(nn.Module):
         self.actor = actor
         f32 = torch.float32
         self.register_buffer("offset", torch.as_tensor(robot.default_joint_pos, dtype=f32))
-        self.register_buffer("scale", torch.as_tensor(robot.action_scale, dtype=f32))
+        self.register_buffer("scale", torch.as_tensor(np.diag(robot.action_scale), dtype=f32))  # diagonal
         self.register_buffer("lo", torch.as_tensor(robot.joint_range[:, 0], dtype=f32))
         self.register_buffer("hi", torch.as_tensor(robot.joint_range[:, 1], dtype=f32))
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         action = self.actor.deterministic(self.normalizer(obs))
-        target = torch.minimum(torch.maximum(self.offset + self.scale * action, self.lo), self.hi)
-        return action, target
+        target = torch.addmm(self.offset, action, self.scale)  # offset + scale * action, one Gemm
+        return action, torch.minimum(torch.maximum(target, self.lo), self.hi)
 
 
 def _ref_outputs(
@@ -117,8 +117,8 @@ class ObsPolicy(nn.Module):
 
     def forward(self, obs: torch.Tensor, time_step: torch.Tensor):
         action, target = self.head(obs)
-        idx = torch.clamp(time_step.long(), 0, self.num_frames - 1).reshape(-1)
-        return (action, target) + tuple(getattr(self, f"table_{k}")[idx].to(obs.dtype) for k in REF_KEYS)
+        idx = torch.clamp(time_step.long(), 0, self.num_frames - 1)  # [B, 1]: one GatherND per output
+        return (action, target) + tuple(gather_rows(getattr(self, f"table_{k}"), idx) for k in REF_KEYS)
 
 
 def input_names(signature: Signature) -> tuple[str, ...]:
@@ -129,12 +129,14 @@ def output_names(signature: Signature) -> tuple[str, ...]:
     return RAW_OUTPUTS if signature == "raw" else OBS_OUTPUTS
 
 
-def build_policy(ckpt: dict[str, Any], robot: RobotSpec, signature: Signature = "raw") -> nn.Module:
+def build_policy(
+    ckpt: dict[str, Any], robot: RobotSpec, signature: Signature = "raw", obs_dtype: torch.dtype = torch.float32
+) -> nn.Module:
     """The eval-mode module of ``signature`` that is exported, from a loaded (validated) checkpoint
-    (float32 I/O)."""
+    (float32 I/O; ``obs_dtype``: the raw signature's observation precision, float32 or float64)."""
     if signature == "raw":
         obs_module, actor, folded = _parts(ckpt, robot)
-        return FastRawPolicy(obs_module, robot, folded, actor).eval()
+        return FastRawPolicy(obs_module, robot, folded, actor, obs_dtype).eval()
     obs_module, head = _module_parts(ckpt, robot)
     return ObsPolicy(obs_module, head).eval()
 

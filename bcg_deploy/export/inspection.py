@@ -4,7 +4,9 @@ Parity re-run, decided by what is available:
 - with the checkpoint (``checkpoint=``): the checkpoint must be the one the metadata names (robot and
   model hash, motion identity and length, observation layout); the torch policy is rebuilt from it and
   compared with onnxruntime on fresh parity inputs (clip frames, noisy states, MuJoCo rollout) exactly
-  as at export time. Pass: max abs error <= the stored tolerance (1e-5).
+  as at export time (the raw signature's observation precision, float32 or the exporter's float64
+  fallback, is read from the graph: float64 tensors present or not). Pass: max abs error <= the stored
+  tolerance (1e-5).
 - without it (no torch reference exists): the stored parity record is reported, and onnxruntime is
   checked for self-consistency on inputs built from the graph's own baked reference clip (plus noise):
   batch vs one-by-one evaluation, two identical runs, finite outputs. Pass: batch-vs-single error
@@ -19,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import torch
 
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.export.exporter import PARITY_TOL, _feeds, check_parity, load_for_export, parity_inputs, session
@@ -91,13 +94,29 @@ def inspect_policy(path: str | Path, checkpoint: str | Path | None = None, sampl
     stored = report["stored_parity"] or {}
     tol = float(stored.get("tolerance", PARITY_TOL))
     if checkpoint is not None:
-        report["parity_rerun"] = _rerun_with_checkpoint(sess, meta, sig, Path(checkpoint), samples, seed, tol)
+        dt = torch.float64 if _computes_float64(model) else torch.float32
+        report["parity_rerun"] = _rerun_with_checkpoint(sess, meta, sig, Path(checkpoint), samples, seed, tol, dt)
     else:
         report["parity_rerun"] = _self_consistency(sess, meta, sig, samples, seed, tol)
     return report
 
 
-def _rerun_with_checkpoint(sess, meta: dict, sig: Signature, ckpt_path: Path, samples: int, seed: int, tol: float):
+def _computes_float64(model: onnx.ModelProto) -> bool:
+    """Whether the graph holds float64 tensors (the exporter's float64-observation fallback)."""
+    if any(init.data_type == onnx.TensorProto.DOUBLE for init in model.graph.initializer):
+        return True
+    for node in model.graph.node:
+        for a in node.attribute:
+            if (node.op_type == "Cast" and a.name == "to" and a.i == onnx.TensorProto.DOUBLE) or (
+                a.type == onnx.AttributeProto.TENSOR and a.t.data_type == onnx.TensorProto.DOUBLE
+            ):
+                return True
+    return False
+
+
+def _rerun_with_checkpoint(
+    sess, meta: dict, sig: Signature, ckpt_path: Path, samples: int, seed: int, tol: float, obs_dtype: torch.dtype
+):
     ckpt, robot = load_for_export(ckpt_path)
     checks = {
         "bcgd.robot": (_json(meta, "bcgd.robot") or {}).get("model_hash") == ckpt["robot"]["model_hash"],
@@ -109,7 +128,7 @@ def _rerun_with_checkpoint(sess, meta: dict, sig: Signature, ckpt_path: Path, sa
         raise BcgdError(
             f"checkpoint {ckpt_path} is not the one this policy was exported from ({', '.join(bad)} differ)"
         )
-    module = build_policy(ckpt, robot, sig)
+    module = build_policy(ckpt, robot, sig, obs_dtype)
     raw_module = module if sig == "raw" else build_policy(ckpt, robot, "raw")
     states = parity_inputs(ckpt, robot, raw_module, samples, 100, seed)
     res = check_parity(sess, module, sig, _feeds(sig, module, states, seed))

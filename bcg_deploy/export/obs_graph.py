@@ -1,37 +1,50 @@
-"""The raw-state policy as a lean ONNX graph: few, batched nodes (onnxruntime pays ~0.3-1.5 us per node).
+"""The raw-state policy as a lean ONNX graph: few nodes, small first layer (onnxruntime pays ~0.3-0.5 us
+per node at batch 1, and the actor's weights are streamed from L3 on every call).
 
 ``FastRawPolicy`` computes exactly the training pipeline ``ObservationModule -> RunningNormalizer ->
 Actor.deterministic`` (and the joint targets and reference frame of the raw signature), restructured
-for a small graph. The observation is computed and normalised in float64, then cast to float32 for
-the actor. Measured on the trained dance policy (1618 parity inputs): this graph with a float32
-observation is ~9 us faster per call (float64 matmuls are slower in onnxruntime; elementwise ops cost
-the same) but onnxruntime and torch then differ by 1.04e-5 (> the 1e-5 export limit; 2.7e-5 from
-the float64 result): float32 rounding of nearly constant entries is amplified by the normaliser's
-1/std (up to 316). In float64 they differ by ~1e-6 (the float32 actor's rounding).
+for a small graph. The observation is computed in ``dtype`` (float32 by default; the exporter falls
+back to float64 when float32 misses the parity tolerance, see below), the actor in float32.
 
-How the graph differs from ``ObservationModule`` (same values, float64 differences ~1e-15):
+How the graph differs from ``ObservationModule`` (same values; float64 differences ~1e-14):
 
-- Forward kinematics relative to the root in quaternions: all local hinge rotations at once
-  (``q = cos(theta/2) A + sin(theta/2) B``, constant A, B), then pointer jumping over the tree (each
-  round: one row gather, matmuls with constants and one same-shape product, ``p * q = ((q @ W) *
-  (p @ E)) @ S``; measured in onnxruntime: a batched 4x4 matmul round ~7 us, this one ~3 us; inner-axis
-  broadcasts and ReduceSum are slow there). Body rotation columns are quadratic
-  and the key points (body origins chained, plus offsets) linear in the products ``q_a q_b`` of all
+- Forward kinematics relative to the root in quaternions. The product of the local rotations of
+  ``chain`` (3) consecutive ancestors is a sum of sinusoids of joint-angle combinations (product to
+  sum: 4 terms per component for 3 hinges), so one Gemm (angles, phases folded into its bias), one
+  Sin and one Mul (amplitudes) give every node's 3-chain; pointer jumping then composes them
+  (3 -> 6 -> 12 >= depth 10 of the G1 tree: two rounds of one row Gather, one same-shape Mul and
+  matmuls with constants, ``p * q = ((q @ W) * (p @ E)) @ S``). Body rotation columns are quadratic and
+  the key points (body origins chained, plus offsets) linear in the products ``q_a q_b`` of all
   nodes: two matmuls with constants. The root rotation then turns the body columns, key points and
   angular velocity into the world frame, and one heading rotation turns them, the linear velocity
   and the reference root offsets into the heading frame: no world position is subtracted from
-  another (no cancellation).
-- The reference terms are tables indexed by the clamped time step (one row per current step ``t``,
-  holding frames ``t+1..t+F``, rows for ``t = -F..-1`` stored at the end so a negative index reaches
-  them): the xy components of the reference direction vectors are ``c * X[t] + s * Y[t]`` (one small
-  matmul with the heading's cosine and sine); their z components do not depend on the robot state,
-  so their normalised values times the actor's first-layer weights are folded, per step, into that
-  layer's bias (a table ``[T + F, 512]``). The actor sees the remaining 648 entries (in an internal
-  order; the normaliser statistics and the first-layer columns are permuted to match).
+  another except reference minus robot position (as the definition does).
+- The reference terms come from tables indexed by the clamped time step (one row per current step
+  ``t``, holding frames ``t+1..t+F``, rows for ``t = -F..-1`` stored at the end so a negative index
+  reaches them; one GatherND each, no index reshape). The z components of the reference direction
+  vectors do not depend on the robot state: their normalised values times the actor's first-layer
+  weights are folded, per step, into that layer's bias. The xy components are ``c X[t] + s Y[t]``
+  (heading cosine and sine); for those whose normaliser clamp can never act (``sqrt(X^2 + Y^2) +
+  |mean| <= clip * std`` on every row: the value is linear in (c, s)), the normalised value times the
+  first-layer weights is folded into two more per-step bias vectors, so the bias is
+  ``(c, -s, 1) @ [Bc; -Bs; B0][t]`` (one matmul with a gathered row) and those entries leave the actor's
+  input; the others are computed from the same gathered row. The root's x axis seen in the heading
+  frame has y = 0 exactly (root_rot[1], body_rot[1] of the pelvis): constant entries, folded too
+  (their weight columns are zero). On the trained dance policy the first layer has 302 input columns
+  (298 weighted observation entries, base_pos x, y and those two with zero weight; was 648): it
+  streams 0.62 MB of weights per call instead of 1.33 MB.
 - The reference frame outputs are gathered from float32 tables with the same index.
 
-``observation(...)`` returns the full 849-entry observation in the training layout (tests compare it
-with ``ObservationModule`` in float64).
+Precision: in float32 the observation's rounding is amplified by the normaliser's 1/std (up to 316
+for nearly constant entries). The structurally constant entries are folded, so what remains is the
+kinematics' own float32 rounding (~3e-7 on unit vectors). Measured, onnxruntime vs torch (vs the same
+module in float64): 4.6e-6 (4.7e-6) on the trained dance policy, 6.9e-6 (6.6e-6) on the export tests'
+untrained policy; tolerance 1e-5 for both. ``dtype=torch.float64`` is the same graph in float64
+(~15 us slower per call: onnxruntime's float64 matmuls and Sin are slower); the exporter uses it when
+the float32 graph misses the tolerance.
+
+``observation(...)`` returns the full 849-entry observation in the training layout, computed by a
+float64 twin of the module (tests compare it with ``ObservationModule``).
 """
 
 from __future__ import annotations
@@ -49,70 +62,99 @@ from bcg_deploy.training.kinematics import _ROT_QUADRATIC
 from bcg_deploy.training.networks import Actor
 from bcg_deploy.training.observations import FRAME_ARRAYS, ObservationModule
 
-# raw-input layout of the internal float64 vector x64 (one Concat + one Cast)
-_X_ORDER = ("base_ang_vel", "base_lin_vel", "base_pos", "joint_vel", "base_quat", "joint_pos")
+_X = ("base_pos", "base_quat", "base_lin_vel", "base_ang_vel", "joint_pos", "joint_vel")
+CHAIN = 3
 
 
-def _jumps(parent: np.ndarray) -> list[np.ndarray]:
-    """Pointer-jumping index arrays (node 0 is the fixed point): round r maps n -> parent^(2^r)(n)."""
-    out, p = [], parent.copy()
-    while p.any():
-        out.append(p.copy())
-        p = p[p]
-    return out
+class _RowGather(torch.autograd.Function):
+    """``table[index[:, 0]]`` for an index [B, 1]: exported as one GatherND (no index Reshape)."""
+
+    @staticmethod
+    def forward(ctx, table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        return table[index[:, 0]]
+
+    @staticmethod
+    def symbolic(g, table, index):
+        return g.op("GatherND", table, index)
+
+
+def gather_rows(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Rows of ``table`` at ``index`` [B, 1] (negative rows count from the end)."""
+    return _RowGather.apply(table, index)
+
+
+# ---------------------------------------------------------------------------------------- trig sums
+# A quaternion-valued trigonometric polynomial of the half joint angles u = theta / 2: a dict
+# {frequency (int tuple over joints): (a [4], b [4])} meaning sum_f a_f cos(f . u) + b_f sin(f . u), with
+# frequencies kept canonical (first nonzero entry positive).
+
+
+def _add_term(out: dict, f: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+    nz = np.flatnonzero(f)
+    if nz.size == 0:
+        b = np.zeros(4)  # sin(0) = 0
+    elif f[nz[0]] < 0:
+        f, b = -f, -b  # cos even, sin odd
+    key = tuple(int(v) for v in f)
+    a0, b0 = out.get(key, (np.zeros(4), np.zeros(4)))
+    out[key] = (a0 + a, b0 + b)
+
+
+def _trig_mul(p: dict, q: dict) -> dict:
+    """Quaternion product ``p * q`` of two trigonometric polynomials (product-to-sum formulas)."""
+    out: dict = {}
+    for f1, (a1, b1) in p.items():
+        for f2, (a2, b2) in q.items():
+            cc, ss = quat.mul(a1, a2) / 2, quat.mul(b1, b2) / 2
+            cs, sc = quat.mul(a1, b2) / 2, quat.mul(b1, a2) / 2
+            _add_term(out, np.add(f1, f2), cc - ss, cs + sc)  # cos x cos y - sin x sin y = cos(x + y) ...
+            _add_term(out, np.subtract(f1, f2), cc + ss, sc - cs)
+    return {k: v for k, v in out.items() if np.any(v[0] != 0) or np.any(v[1] != 0)}
+
+
+def _left_mul_basis() -> np.ndarray:
+    """[4, 16]: ``(q @ W)[4i + a] = (L(e_a) q)_i`` (L(p) q = p * q)."""
+    lmat = np.zeros((4, 4, 4))
+    for a in range(4):
+        w, x, y, z = np.eye(4)[a]
+        lmat[a] = [[w, -x, -y, -z], [x, w, -z, y], [y, z, w, -x], [z, -y, x, w]]
+    return lmat.transpose(2, 1, 0).reshape(4, 16)
 
 
 class FastObservation(nn.Module):
-    """Raw state -> (the 648 actor-visible observation entries normalised and clipped, float32; index).
+    """Raw state -> (the actor-visible observation entries, un-normalised, internal order; the folded
+    first-layer bias). ``om`` supplies the kinematic constants and the reference clip; ``mean``,
+    ``std``, ``clip`` are the folded normaliser statistics (training layout, 849 entries)."""
 
-    ``om`` supplies the kinematic constants and the reference clip; ``mean``, ``std``, ``clip`` are
-    the folded normaliser statistics (training layout, 849 entries).
-    """
-
-    def __init__(self, om: ObservationModule, robot: RobotSpec, mean: torch.Tensor, std: torch.Tensor, clip: float):
+    def __init__(
+        self,
+        om: ObservationModule,
+        robot: RobotSpec,
+        mean: torch.Tensor,
+        std: torch.Tensor,
+        clip: float,
+        dtype: torch.dtype = torch.float32,
+        chain: int = CHAIN,
+    ):
         super().__init__()
-        f64 = torch.float64
+        self._twin_args = (om, robot, mean, std, clip, chain)  # a tuple: not a registered submodule
         kin = om.kinematics
         m = robot.load_model(scene=False)
         nb, nk, nj = kin.num_bodies, len(robot.key_bodies), robot.num_joints
         fut = om.future_steps
         nf = len(fut)
         self.num_frames, self.max_future = om.num_frames, max(fut)
-        sizes = {"base_pos": 3, "joint_vel": nj, "base_quat": 4, "base_lin_vel": 3, "base_ang_vel": 3, "joint_pos": nj}
-        off, xoff = 0, {}
-        for k in _X_ORDER:
-            xoff[k] = off
-            off += sizes[k]
-        self._xoff = xoff
-        if (xoff["base_ang_vel"], xoff["base_lin_vel"], xoff["base_pos"]) != (0, 3, 6):
-            raise ValueError("internal layout: angular velocity, linear velocity, position must lead x64")
-        # ---- forward kinematics relative to the root, in quaternions: node 0 = root (identity), then the
-        # other bodies in body order. Local q_n = cos(theta/2) A_n + sin(theta/2) B_n (body_quat times
-        # the hinge rotation; the root's is the constant 1); pointer jumping composes q_parent * q_n;
-        # body rotation columns and key point positions are then quadratic / linear in q_a q_b.
-        lmat = np.zeros((4, 4, 4))  # lmat[a] = left-multiplication matrix of the basis quaternion e_a
-        for a in range(4):
-            e = np.zeros(4)
-            e[a] = 1.0
-            w, x, y, z = e
-            lmat[a] = [[w, -x, -y, -z], [x, w, -z, y], [y, z, w, -x], [z, -y, x, w]]
-        # p * q = ((q @ W) * (p @ E)) @ S: (q @ W)[4i + a] = (L(e_a) q)_i, (p @ E)[4i + a] = p_a, S sums over a
-        # (same-shape products and small matmuls with constants: onnxruntime's inner-axis broadcasts are slow)
-        rep_a = np.tile(np.eye(4), (1, 4))  # [4, 16]: column 4i + a holds the a-th input
-        rep_i = np.repeat(np.eye(4), 4, axis=1)  # [4, 16]: column 4i + a holds the i-th input
-        self.register_buffer("_qmul", torch.as_tensor(lmat.transpose(2, 1, 0).reshape(4, 16), dtype=f64),
-                             persistent=False)  # fmt: skip
-        self.register_buffer("_rep_a", torch.as_tensor(rep_a, dtype=f64), persistent=False)
-        self.register_buffer("_rep_i", torch.as_tensor(rep_i, dtype=f64), persistent=False)
-        self.register_buffer("_sum_a", torch.as_tensor(rep_i.T, dtype=f64), persistent=False)
-        quad = np.zeros((16, 3, 3))  # R_ij = sum_ab quad[4a + b, i, j] q_a q_b (unit q)
-        for (i, j), terms in _ROT_QUADRATIC.items():
-            for a, b, coef in terms:
-                quad[4 * a + b, i, j] += coef
-        qa, qb, qc = np.zeros((nb, 4)), np.zeros((nb, 4)), np.zeros((nb, 4))
-        qc[0, 0] = 1.0
-        angle = np.zeros(nb, dtype=np.int64) + xoff["joint_pos"]  # any finite input for the root
-        parent = np.zeros(nb, dtype=np.int64)
+        n = nb + 1  # nodes: the bodies (0 = root), then a copy of the root (root_rot beside body_rot[0])
+        self._n, self._nk = n, nk
+
+        def buf(name: str, a: Any, dt: torch.dtype = dtype) -> None:
+            self.register_buffer(name, torch.as_tensor(np.asarray(a), dtype=dt), persistent=False)
+
+        # ---- local rotations as trigonometric polynomials: hinge q = A cos(u) + B sin(u), welded q = C
+        zero = (0,) * nj
+        ident = {zero: (np.array([1.0, 0.0, 0.0, 0.0]), np.zeros(4))}
+        parent = np.zeros(n, dtype=np.int64)
+        local: list[dict] = [ident] * n
         lever = np.zeros((nb, nb, 3))  # lever[b, x]: p_b (root frame) = sum_x R_x lever[b, x]
         for b in range(1, nb):
             mb = b + 1  # MuJoCo body id
@@ -120,194 +162,291 @@ class FastObservation(nn.Module):
             x = parent[b] = int(m.body_parentid[mb]) - 1
             lever[b] = lever[x]
             if m.body_jntnum[mb] == 0:  # welded: a constant local rotation
-                qc[b] = bq
+                local[b] = {zero: (bq, np.zeros(4))}
                 lever[b, x] += m.body_pos[mb]
                 continue
             j = int(m.body_jntadr[mb])
             if m.body_jntnum[mb] != 1 or m.jnt_type[j] != mujoco.mjtJoint.mjJNT_HINGE:
                 raise ValueError(f"{robot.name}: body {robot.body_names[b]} needs one hinge or none")
             ax, anchor = m.jnt_axis[j], m.jnt_pos[j]
-            qa[b] = bq
-            qb[b] = quat.mul(bq, np.r_[0.0, ax])
-            angle[b] = xoff["joint_pos"] + int(m.jnt_qposadr[j]) - 7
+            f = np.zeros(nj, dtype=np.int64)
+            f[int(m.jnt_qposadr[j]) - 7] = 1
+            local[b] = {tuple(int(v) for v in f): (bq, quat.mul(bq, np.r_[0.0, ax]))}
             lever[b, x] += m.body_pos[mb] + quat.to_matrix(bq) @ anchor
             lever[b, b] -= anchor
-        self.register_buffer("_angle", torch.as_tensor(angle[:, None]), persistent=False)
-        self.register_buffer("_qa", torch.as_tensor(qa, dtype=f64), persistent=False)
-        self.register_buffer("_qb", torch.as_tensor(qb, dtype=f64), persistent=False)
-        self.register_buffer("_qc", torch.as_tensor(qc, dtype=f64), persistent=False)
-        jumps = _jumps(parent)
+        depth = np.zeros(n, dtype=np.int64)
+        for b in range(1, n):
+            depth[b] = depth[parent[b]] + 1
+
+        def ancestor(k: int) -> np.ndarray:
+            a = np.arange(n)
+            for _ in range(k):
+                a = parent[a]
+            return a
+
+        # ---- chain products P_n = q_{a^{L-1}(n)} ... q_{a(n)} q_n: per node, component i and term k,
+        # amp * sin(freq . theta + phase)
+        polys = []
+        for node in range(n):
+            p = ident
+            for c in reversed([int(ancestor(k)[node]) for k in range(chain)]):
+                p = _trig_mul(p, local[c])
+            polys.append(p)
+        t = max(len(p) for p in polys)
+        freq, phase, amp = np.zeros((nj, n, 4, t)), np.zeros((n, 4, t)), np.zeros((n, 4, t))
+        for node, p in enumerate(polys):
+            for k, (f, (a, s)) in enumerate(sorted(p.items())):
+                freq[:, node, :, k] = 0.5 * np.asarray(f)[:, None]  # u = theta / 2
+                amp[node, :, k] = np.hypot(a, s)  # a cos w + s sin w = amp sin(w + phase)
+                phase[node, :, k] = np.arctan2(a, s)
+        self._t = t
+        buf("_freq", freq.reshape(nj, -1))
+        buf("_phase", phase.reshape(-1))
+        buf("_amp", amp.reshape(-1))
+        jumps, span = [], chain
+        while span < depth.max():
+            jumps.append(ancestor(span))
+            span *= 2
+        self._num_jumps = len(jumps)
         for i, jp in enumerate(jumps):
             self.register_buffer(f"_jump{i}", torch.as_tensor(jp), persistent=False)
-        self._num_jumps = len(jumps)
-        # rotation columns 0 and 1 (6D) from q q^T; the root's twice (root_rot and body_rot[0])
-        self.register_buffer("_rot_nodes", torch.as_tensor([0] + list(range(nb))), persistent=False)
-        k6 = np.concatenate([quad[:, :, 0], quad[:, :, 1]], axis=1)  # [16, 6]
-        self.register_buffer("_q_to_6d", torch.as_tensor(k6, dtype=f64), persistent=False)
-        # key points (root frame) = sum over the extended node list of R_x c_x: linear in q q^T
-        mkey = np.zeros((nb + 1, 16, 3 * nk))
+        wq = _left_mul_basis()
+        rep_a = np.tile(np.eye(4), (1, 4))  # [4, 16]: column 4i + a holds the a-th input
+        rep_i = np.repeat(np.eye(4), 4, axis=1)  # [4, 16]: column 4i + a holds the i-th input
+        sum_a = rep_i.T
+        first = np.repeat(np.eye(4), t, axis=0)  # [4T, 4]: sums each component's T terms
+        if jumps:
+            buf("_to_w", first @ wq)
+            buf("_to_e", first @ rep_a)
+            first = sum_a
+            buf("_sw", sum_a @ wq)
+            buf("_se", sum_a @ rep_a)
+        buf("_qq_i", first @ rep_i)
+        buf("_qq_a", first @ rep_a)
+        quad = np.zeros((16, 3, 3))  # R_ij = sum_ab quad[4a + b, i, j] q_a q_b (unit q)
+        for (i, j), terms in _ROT_QUADRATIC.items():
+            for a, b, coef in terms:
+                quad[4 * a + b, i, j] += coef
+        buf("_q_to_6d", np.concatenate([quad[:, :, 0], quad[:, :, 1]], axis=1))  # columns 0 and 1
+        mkey = np.zeros((n, 16, 3 * nk))  # key points (root frame): linear in q q^T of all nodes
         for i, kp in enumerate(robot.key_bodies):
             b = robot.body_names.index(kp.body)
             c = lever[b].copy()
             c[b] += kp.offset
             for xn in range(nb):
-                mkey[xn + 1, :, 3 * i : 3 * i + 3] = quad @ c[xn]
-        self.register_buffer("_q_to_key", torch.as_tensor(mkey.reshape(16 * (nb + 1), 3 * nk), dtype=f64),
-                             persistent=False)  # fmt: skip
-        self._nb, self._nk, self._nj = nb, nk, nj
-        # ---- root rotation R^T (flat, row-major) from the outer product of the quaternion, / |q|^2
-        quad = np.zeros((16, 9))
+                mkey[xn, :, 3 * i : 3 * i + 3] = quad @ c[xn]
+        buf("_q_to_key", mkey.reshape(16 * n, 3 * nk))
+        # ---- root rotation R^T (flat, row-major) from the quaternion's outer product, / |q|^2
+        q9 = np.zeros((16, 9))
         for (i, j), terms in _ROT_QUADRATIC.items():
             for a, b, coef in terms:
-                quad[4 * a + b, 3 * j + i] += coef  # R^T[j, i] = R[i, j]
-        self.register_buffer("_quad", torch.as_tensor(quad, dtype=f64), persistent=False)
-        # heading H (rows: v^T H = (H^T v)^T) from (c, s)
+                q9[4 * a + b, 3 * j + i] += coef  # R^T[j, i] = R[i, j]
+        buf("_quad", q9)
+        buf("_rep_i", rep_i)
+        buf("_rep_a", rep_a)
+        buf("_q_norm2", np.eye(4).reshape(16, 1))
+        # heading H (rows: v^T H = (H^T v)^T) from (c, s): [[c, -s, 0], [s, c, 0], [0, 0, 1]]
         hk = np.zeros((2, 9))
         hk[0, 0], hk[0, 4], hk[1, 1], hk[1, 3] = 1.0, 1.0, -1.0, 1.0
         he = np.zeros(9)
         he[8] = 1.0
-        self.register_buffer("_h_cs", torch.as_tensor(hk, dtype=f64), persistent=False)
-        self.register_buffer("_h_const", torch.as_tensor(he, dtype=f64), persistent=False)
+        buf("_h_cs", hk)
+        buf("_h_const", he)
+        buf("_h_fold", [[1.0, 0.0, 1.0]])  # [1, 0, 1] H = (c, -s, 1)
         # ---- reference tables, one row per current step t = 0..T-1, then t = -F..-1
         steps = np.r_[np.arange(self.num_frames), np.arange(-self.max_future, 0)]
         idx = np.clip(steps[:, None] + np.asarray(fut)[None], 0, self.num_frames - 1)  # [R, F]
-        table = om.ref_table.double().numpy()  # [T, 1 + 2 NB + K, 4] homogeneous world vectors
-        vec = table[idx][..., :3]  # [R, F, V, 3]
-        root_pos = vec[:, :, 0]  # [R, F, 3]
+        vec = om.ref_table.double().numpy()[idx][..., :3]  # [R, F, V, 3] homogeneous world vectors
+        buf("_ref_pos", vec[:, :, 0])
         dirs = vec[:, :, 1:]  # [R, F, 2 NB + K, 3]: body columns (root first) and key offsets
         rows = len(steps)
-        self.register_buffer("_ref_pos", torch.as_tensor(root_pos, dtype=f64), persistent=False)
-        # training layout of the reference direction terms: [ref_root_rot F x 6 | ref_body_rot F x 6 NB |
-        # ref_key_pos F x 3 K], each frame's vectors (x, y, z) in a row
         sl = om.term_slices()
         lay_rot, lay_body, lay_key = sl["ref_root_rot"], sl["ref_body_rot"], sl["ref_key_pos"]
         vec_index = []  # (canonical obs index of x, vector array [R, 3])
-        for f in range(nf):
+        for fr in range(nf):
             for v in range(2):
-                vec_index.append((lay_rot.start + 6 * f + 3 * v, dirs[:, f, v]))
-        for f in range(nf):
+                vec_index.append((lay_rot.start + 6 * fr + 3 * v, dirs[:, fr, v]))
+        for fr in range(nf):
             for v in range(2 * nb):
-                vec_index.append((lay_body.start + 6 * nb * f + 3 * v, dirs[:, f, v]))
-        for f in range(nf):
+                vec_index.append((lay_body.start + 6 * nb * fr + 3 * v, dirs[:, fr, v]))
+        for fr in range(nf):
             for v in range(nk):
-                vec_index.append((lay_key.start + 3 * nk * f + 3 * v, dirs[:, f, 2 * nb + v]))
+                vec_index.append((lay_key.start + 3 * nk * fr + 3 * v, dirs[:, fr, 2 * nb + v]))
         nv = len(vec_index)
-        xy_c = np.zeros((rows, 2 * nv))
-        xy_s = np.zeros((rows, 2 * nv))
+        cx, cy = np.zeros((rows, 2 * nv)), np.zeros((rows, 2 * nv))  # xy entry = c cx + s cy
         z_val = np.zeros((rows, nv))
         xy_canon, z_canon = [], []
         for i, (ci, arr) in enumerate(vec_index):
-            xy_c[:, 2 * i], xy_c[:, 2 * i + 1] = arr[:, 0], arr[:, 1]  # x' = c x + s y
-            xy_s[:, 2 * i], xy_s[:, 2 * i + 1] = arr[:, 1], -arr[:, 0]  # y' = c y - s x
+            cx[:, 2 * i], cy[:, 2 * i] = arr[:, 0], arr[:, 1]  # x' = c x + s y
+            cx[:, 2 * i + 1], cy[:, 2 * i + 1] = arr[:, 1], -arr[:, 0]  # y' = c y - s x
             z_val[:, i] = arr[:, 2]
             xy_canon += [ci, ci + 1]
             z_canon.append(ci + 2)
-        self.register_buffer("_ref_xy", torch.as_tensor(np.stack([xy_c, xy_s], 1), dtype=f64), persistent=False)
-        self.register_buffer("_ref_z", torch.as_tensor(z_val, dtype=f64), persistent=False)
-        # ---- internal order of the actor-visible entries -> canonical index
+        xy_canon = np.asarray(xy_canon, dtype=np.int64)
+        self.z_canon_index = np.asarray(z_canon, dtype=np.int64)
+        self.ref_z = torch.as_tensor(z_val)  # [R, NZ] float64, state independent
+        mean64, std64 = mean.double().numpy(), std.double().numpy()
+        self.mean64, self.std64, self.clip = mean64, std64, float(clip)
+        # xy entries whose clamp can never act (|c cx + s cy - mean| <= sqrt(cx^2 + cy^2) + |mean| <= clip std
+        # on every row, for every |(c, s)| <= 1): linear in (c, s), folded into the first layer's bias
+        bound = np.sqrt(cx**2 + cy**2).max(0) + np.abs(mean64[xy_canon])
+        lin = bound <= self.clip * std64[xy_canon] * (1.0 - 1e-9)
+        self.lin_canon_index = xy_canon[lin]
+        self.lin_cx, self.lin_cy = cx[:, lin], cy[:, lin]  # [R, NL] float64
+
+        def fold_rows(a: np.ndarray, b: np.ndarray, const: np.ndarray) -> np.ndarray:
+            return np.stack([a, -b, const], axis=1)  # (c, -s, 1) @ [a; -b; const] = c a + s b + const
+
+        buf("_ref_xy", fold_rows(cx[:, ~lin], cy[:, ~lin], np.zeros((rows, int((~lin).sum())))))  # [R, 3, NX]
+        self._ref_xy_full = torch.as_tensor(fold_rows(cx, cy, np.zeros_like(cx)))  # every xy entry
+        self._xy_canon = xy_canon
+        self.num_ref_xy = int((~lin).sum())
+        # ---- internal order of the actor-visible entries -> canonical index (-1: base_pos x, y: zero weight)
         root_rot, body_rot, key_pos = sl["root_rot"].start, sl["body_rot"].start, sl["key_pos"].start
-        canon = [sl["root_height"].start] + list(range(sl["joint_vel"].start, sl["joint_vel"].stop))
-        canon += list(range(root_rot, root_rot + 6)) + list(range(body_rot, body_rot + 6 * nb))
+        canon = [-1, -1, sl["root_height"].start] + list(range(sl["joint_vel"].start, sl["joint_vel"].stop))
+        for node in range(n):
+            start = root_rot if node == nb else body_rot + 6 * node
+            canon += list(range(start, start + 6))
         canon += list(range(key_pos, key_pos + 3 * nk))
         canon += list(range(sl["root_ang_vel"].start, sl["root_ang_vel"].stop))
         canon += list(range(sl["root_lin_vel"].start, sl["root_lin_vel"].stop))
         canon += list(range(sl["ref_root_pos"].start, sl["ref_root_pos"].stop))
-        canon += xy_canon
+        canon += xy_canon[~lin].tolist()
         self.canon_index = np.asarray(canon, dtype=np.int64)
-        self.z_canon_index = np.asarray(z_canon, dtype=np.int64)
+        # the root's x axis in the heading frame has y = 0 exactly (c, s is its normalised xy): constant
+        # entries, carried with zero weight and folded into the bias (their float32 rounding noise, ~1e-8,
+        # times 1/std = 316 would otherwise reach the actions)
+        self.zero_canon_index = np.asarray([root_rot + 1, body_rot + 1], dtype=np.int64)
         self.obs_dim = om.obs_dim
-        if sorted(np.r_[self.canon_index, self.z_canon_index].tolist()) != list(range(om.obs_dim)):
+        cover = np.r_[self.canon_index[self.canon_index >= 0], self.z_canon_index, self.lin_canon_index]
+        if sorted(cover.tolist()) != list(range(om.obs_dim)):
             raise ValueError("internal observation layout does not cover the training layout exactly once")
-        mean, std = mean.double(), std.double()
-        self.register_buffer("_mean", mean[self.canon_index].clone(), persistent=False)
-        self.register_buffer("_std", std[self.canon_index].clone(), persistent=False)
-        self.clip = float(clip)
-        # normalised (clipped) z entries per table row, for the folded first-layer bias
-        zc = torch.as_tensor(self.z_canon_index)
-        self.z_normalised = torch.clamp((self._ref_z - mean[zc]) / std[zc], -self.clip, self.clip)
+        vis = self.canon_index >= 0
+        mv, sv = np.zeros(len(canon)), np.ones(len(canon))
+        mv[vis], sv[vis] = mean64[self.canon_index[vis]], std64[self.canon_index[vis]]
+        buf("_mean", mv)
+        buf("_std", sv)
+        self.n_head = 2 * n + nk + 2 + nf
 
     # ------------------------------------------------------------------ graph pieces
 
     def row_index(self, time_step: torch.Tensor) -> torch.Tensor:
-        """Table row of the (truncated, clamped) time step [B] (negative rows wrap to the table end)."""
+        """Table row [B, 1] of the (truncated, clamped) time step (negative rows wrap to the table end)."""
         # truncate first, then clamp (as ObservationModule): a NaN or huge time step maps into the table
-        return torch.clamp(time_step.long(), -self.max_future, self.num_frames - 1).reshape(-1)
+        return torch.clamp(time_step.long(), -self.max_future, self.num_frames - 1)
 
-    def _x64(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-        return torch.cat([inputs[k] for k in _X_ORDER], dim=-1).double()
-
-    def internal(self, inputs: dict[str, torch.Tensor], row: torch.Tensor) -> torch.Tensor:
-        """The 648 actor-visible observation entries, un-normalised, internal order, float64 [B, 648]."""
-        x = self._x64(inputs)
-        o = self._xoff
-        # root-relative body quaternions: local rotations, then pointer jumping (parent * child)
-        half = 0.5 * x[:, self._angle]  # [B, NB, 1]
-        q = torch.cos(half) * self._qa + torch.sin(half) * self._qb + self._qc
+    def _kinematics(self, joint_pos: torch.Tensor) -> torch.Tensor:
+        """[B, N, 16]: q_a q_b (at 4a + b) of every node's root-relative quaternion."""
+        s = torch.sin(torch.addmm(self._phase, joint_pos, self._freq)) * self._amp
+        s = s.reshape(-1, self._n, 4 * self._t)  # the chain products, as sinusoid terms per component
+        prod = s
         for i in range(self._num_jumps):
-            p = q[:, getattr(self, f"_jump{i}")]
-            q = ((q @ self._qmul) * (p @ self._rep_a)) @ self._sum_a
-        qe = q[:, self._rot_nodes]  # root twice
-        qq = (qe @ self._rep_i) * (qe @ self._rep_a)  # [B, NB + 1, 16]: q_a q_b at 4a + b
-        cols = (qq @ self._q_to_6d).reshape(-1, 2 * (self._nb + 1), 3)
-        keys = (qq.reshape(-1, 16 * (self._nb + 1)) @ self._q_to_key).reshape(-1, self._nk, 3)
-        # root rotation: R^T [B, 3, 3]; heading (c, s) [B, 1, 2] from (R00, R10)
-        qr = x[:, o["base_quat"] : o["base_quat"] + 4]
-        rt = (((qr @ self._rep_i) * (qr @ self._rep_a)) @ self._quad) / (qr * qr).sum(-1, keepdim=True)
-        rt = rt.reshape(-1, 3, 3)
-        f = rt[:, 0:1, 0:2]
-        cs = f / torch.linalg.vector_norm(f, dim=-1, keepdim=True).clamp_min(1e-6)  # = f / sqrt(max(|f|^2, 1e-12))
-        h = (cs @ self._h_cs + self._h_const).reshape(-1, 3, 3)
-        vec = x[:, 0:9].reshape(-1, 3, 3)  # angular velocity (body), linear velocity (world), position (world)
-        world = torch.cat((cols, keys, vec[:, 0:1]), dim=1) @ rt
-        dp = self._ref_pos[row] - vec[:, 2:3]
-        n_head = 2 * (self._nb + 1) + self._nk + 2 + self._ref_pos.shape[1]
-        head = (torch.cat((world, vec[:, 1:2], dp), dim=1) @ h).reshape(-1, 3 * n_head)
-        ref = (cs @ self._ref_xy[row]).reshape(-1, self._ref_xy.shape[-1])
-        direct = x[:, o["base_pos"] + 2 : o["joint_vel"] + self._nj]  # root height, joint velocities
-        return torch.cat((direct, head, ref), dim=-1)
+            q_w, q_e = (s @ self._to_w, s @ self._to_e) if i == 0 else (prod @ self._sw, prod @ self._se)
+            prod = q_w * q_e[:, getattr(self, f"_jump{i}")]  # summed over a: parent * child
+        return (prod @ self._qq_i) * (prod @ self._qq_a)
 
-    def forward(self, inputs: dict[str, torch.Tensor], row: torch.Tensor) -> torch.Tensor:
-        """Normalised, clipped actor-visible entries [B, 648] (float64; the policy casts them)."""
-        return torch.clamp((self.internal(inputs, row) - self._mean) / self._std, -self.clip, self.clip)
+    def features(
+        self, inputs: dict[str, torch.Tensor], row: torch.Tensor, table: torch.Tensor, n_bias: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(un-normalised actor-visible entries [B, K], folded bias [B, n_bias]), in the buffers' dtype.
+
+        ``table`` [R, 3, n_bias + NX]: per-row (c, -s, 1) coefficients of the bias (first ``n_bias``
+        columns) and of the xy reference entries kept in the actor input (``self._ref_xy``)."""
+        dt = self._freq.dtype
+        x = {k: inputs[k] if inputs[k].dtype == dt else inputs[k].to(dt) for k in _X}
+        qq = self._kinematics(x["joint_pos"])
+        # root rotation R^T [B, 3, 3]; heading (c, s) from (R00, R10)
+        qr = x["base_quat"]
+        qqr = (qr @ self._rep_i) * (qr @ self._rep_a)
+        rt = (qqr @ self._quad) / (qqr @ self._q_norm2)
+        f = rt[:, 0:2]
+        cs = f / torch.linalg.vector_norm(f, dim=-1, keepdim=True).clamp_min(1e-6)  # = f / sqrt(max(|f|^2, 1e-12))
+        h = torch.addmm(self._h_const, cs, self._h_cs).reshape(-1, 3, 3)
+        cols = (qq @ self._q_to_6d).reshape(-1, 6 * self._n)
+        keys = qq.reshape(-1, 16 * self._n) @ self._q_to_key
+        vecs = torch.cat((cols, keys, x["base_ang_vel"]), dim=-1).reshape(-1, 2 * self._n + self._nk + 1, 3)
+        world = vecs @ rt.reshape(-1, 3, 3)
+        dp = gather_rows(self._ref_pos, row) - x["base_pos"].reshape(-1, 1, 3)
+        head = torch.cat((world, x["base_lin_vel"].reshape(-1, 1, 3), dp), dim=1) @ h
+        width = table.shape[-1]
+        tab = gather_rows(table, row)
+        folded = (self._h_fold @ h @ (tab if tab.dtype == dt else tab.to(dt))).reshape(-1, width)
+        parts = [x["base_pos"], x["joint_vel"], head.reshape(-1, 3 * self.n_head)]
+        if width > n_bias:
+            bias, ref = folded.split([n_bias, width - n_bias], dim=-1)
+            parts.append(ref)
+        else:
+            bias = folded
+        return torch.cat(parts, dim=-1), bias
+
+    def normalise(self, z: torch.Tensor) -> torch.Tensor:
+        return torch.clamp((z - self._mean) / self._std, -self.clip, self.clip)
 
     def observation(self, inputs: dict[str, torch.Tensor], time_step: torch.Tensor) -> torch.Tensor:
-        """The full observation [B, 849], training layout (un-normalised, float64)."""
-        row = self.row_index(time_step)
+        """The full observation [B, 849], training layout (un-normalised), computed by a float64 twin."""
+        twin = FastObservation(*self._twin_args[:5], dtype=torch.float64, chain=self._twin_args[5])
+        row = twin.row_index(time_step)
+        with torch.no_grad():
+            z, _ = twin.features(inputs, row, twin._ref_xy_full, 0)
+        nvis = len(self.canon_index) - self.num_ref_xy
+        keep = np.flatnonzero(self.canon_index[:nvis] >= 0)
         obs = torch.zeros(row.shape[0], self.obs_dim, dtype=torch.float64)
-        obs[:, torch.as_tensor(self.canon_index)] = self.internal(inputs, row)
-        obs[:, torch.as_tensor(self.z_canon_index)] = self._ref_z[row]
+        obs[:, torch.as_tensor(self.canon_index[keep])] = z[:, torch.as_tensor(keep)]
+        obs[:, torch.as_tensor(self._xy_canon)] = z[:, nvis:]
+        obs[:, torch.as_tensor(self.z_canon_index)] = self.ref_z[row[:, 0]]
         return obs
 
 
 class FastActor(nn.Module):
-    """``Actor.deterministic`` on the 648 visible entries, the folded z entries in a per-row bias table."""
+    """``Actor.deterministic`` on the actor-visible entries; the folded entries in a per-row bias table."""
 
     def __init__(self, actor: Actor, obs: FastObservation) -> None:
         super().__init__()
         layers = list(actor.body) + [actor.mu]  # Linear, ELU, LayerNorm, ..., mu (mu alone without hidden)
         lin0 = layers[0]
-        w = lin0.weight.detach().double()  # [H, 849]
-        bias = lin0.bias.detach().double()[None] + obs.z_normalised @ w[:, torch.as_tensor(obs.z_canon_index)].T
-        dt = lin0.weight.dtype
-        self.register_buffer("w0", w[:, torch.as_tensor(obs.canon_index)].to(dt).contiguous())
-        self.register_buffer("b0", bias.to(dt).contiguous())  # [rows, H]
+        w = lin0.weight.detach().double().numpy()  # [H, 849]
+        mean, std, clip = obs.mean64, obs.std64, obs.clip
+        rows = obs.ref_z.shape[0]
+        b0 = np.broadcast_to(lin0.bias.detach().double().numpy(), (rows, w.shape[0])).copy()
+        zc, zero, lc = obs.z_canon_index, obs.zero_canon_index, obs.lin_canon_index
+        b0 += np.clip((obs.ref_z.numpy() - mean[zc]) / std[zc], -clip, clip) @ w[:, zc].T
+        b0 += np.clip((0.0 - mean[zero]) / std[zero], -clip, clip) @ w[:, zero].T
+        wl = w[:, lc] / std[lc]
+        b0 -= mean[lc] @ wl.T
+        bc, bs = obs.lin_cx @ wl.T, obs.lin_cy @ wl.T  # the folded xy entries: c bc + s bs
+        w0 = np.zeros((w.shape[0], len(obs.canon_index)))
+        live = np.flatnonzero((obs.canon_index >= 0) & ~np.isin(obs.canon_index, zero))
+        w0[:, live] = w[:, obs.canon_index[live]]
+        table = np.concatenate([np.stack([bc, -bs, b0], axis=1), obs._ref_xy.double().numpy()], axis=-1)
+        self.register_buffer("w0", torch.as_tensor(w0, dtype=lin0.weight.dtype))
+        self.register_buffer("table", torch.as_tensor(table, dtype=obs._freq.dtype))  # [R, 3, H + NX]
+        self.hidden = int(w.shape[0])
         self.rest = nn.Sequential(*layers[1:])
 
-    def forward(self, z: torch.Tensor, row: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.rest(torch.addmm(self.b0[row], z, self.w0.t())))
+    def forward(self, z: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.rest(torch.addmm(bias, z, self.w0.t())))
 
 
 class FastRawPolicy(nn.Module):
-    """Raw MuJoCo-convention state + time_step -> actions, joint targets, reference frame (float32)."""
+    """Raw MuJoCo-convention state + time_step -> actions, joint targets, reference frame (float32 I/O).
 
-    def __init__(self, om: ObservationModule, robot: RobotSpec, norm: dict[str, Any], actor: Actor) -> None:
+    ``dtype``: the observation's precision (float32, or float64 for the exporter's fallback)."""
+
+    def __init__(
+        self,
+        om: ObservationModule,
+        robot: RobotSpec,
+        norm: dict[str, Any],
+        actor: Actor,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
         super().__init__()
-        self.obs = FastObservation(om, robot, norm["mean"], norm["std"], float(norm["clip"]))
+        self.obs = FastObservation(om, robot, norm["mean"], norm["std"], float(norm["clip"]), dtype)
         self.actor = FastActor(actor, self.obs)
         self.obs_dim = om.obs_dim
         f32 = torch.float32
         self.register_buffer("offset", torch.as_tensor(robot.default_joint_pos, dtype=f32))
-        self.register_buffer("scale", torch.as_tensor(robot.action_scale, dtype=f32))
+        self.register_buffer("scale", torch.as_tensor(np.diag(robot.action_scale), dtype=f32))  # diagonal
         self.register_buffer("lo", torch.as_tensor(robot.joint_range[:, 0], dtype=f32))
         self.register_buffer("hi", torch.as_tensor(robot.joint_range[:, 1], dtype=f32))
         t, fmax = om.num_frames, self.obs.max_future
@@ -320,6 +459,11 @@ class FastRawPolicy(nn.Module):
         inputs = {"base_pos": base_pos, "base_quat": base_quat, "base_lin_vel": base_lin_vel,
                   "base_ang_vel": base_ang_vel, "joint_pos": joint_pos, "joint_vel": joint_vel}  # fmt: skip
         row = self.obs.row_index(time_step)
-        action = self.actor(self.obs(inputs, row).to(self.actor.w0.dtype), row)
-        target = torch.minimum(torch.maximum(self.offset + self.scale * action, self.lo), self.hi)
-        return (action, target) + tuple(getattr(self, f"ref_{k}")[row] for k in FRAME_ARRAYS)
+        z, bias = self.obs.features(inputs, row, self.actor.table, self.actor.hidden)
+        z = self.obs.normalise(z)
+        adt = self.actor.w0.dtype
+        action = self.actor(z if z.dtype == adt else z.to(adt), bias if bias.dtype == adt else bias.to(adt))
+        # one Gemm: offset + action @ diag(scale)
+        target = torch.addmm(self.offset.to(adt), action, self.scale.to(adt))
+        target = torch.minimum(torch.maximum(target, self.lo), self.hi)
+        return (action, target) + tuple(gather_rows(getattr(self, f"ref_{k}"), row) for k in FRAME_ARRAYS)

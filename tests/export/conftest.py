@@ -7,6 +7,8 @@ statistics are gathered from that clip's noisy observations, as training would.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -55,6 +57,24 @@ def make_payload(robot, motion, actor_seed: int = 0, norm_scale: float = 1.0) ->
     )
 
 
+@contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """torch on one thread: exporting is many small torch calls (MuJoCo rollout, parity chunks), which
+    two OpenMP threads slow down many times over when the other core is busy (shared machine)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread_per_test() -> Iterator[None]:
+    with one_torch_thread():
+        yield
+
+
 @pytest.fixture(scope="session")
 def robot():
     return load_robot("g1")
@@ -68,8 +88,9 @@ def motion(robot):
 @pytest.fixture(scope="session")
 def ckpt_dir(tmp_path_factory, robot, motion) -> Path:
     d = tmp_path_factory.mktemp("ckpt")
-    save_checkpoint(d / "run.pt", make_payload(robot, motion))
-    save_checkpoint(d / "run_other_norm.pt", make_payload(robot, motion, norm_scale=3.0))
+    with one_torch_thread():
+        save_checkpoint(d / "run.pt", make_payload(robot, motion))
+        save_checkpoint(d / "run_other_norm.pt", make_payload(robot, motion, norm_scale=3.0))
     return d
 
 
@@ -80,4 +101,5 @@ def raw_export(tmp_path_factory, ckpt_dir):
 
     out = tmp_path_factory.mktemp("raw") / "exported" / "policy.onnx"
     out.parent.mkdir()
-    return export_policy(ExportConfig(checkpoint=ckpt_dir / "run.pt", output=out, deploy_yaml=True))
+    with one_torch_thread():
+        return export_policy(ExportConfig(checkpoint=ckpt_dir / "run.pt", output=out, deploy_yaml=True))

@@ -12,12 +12,13 @@ import torch
 import yaml
 
 from bcg_deploy.errors import BcgdError
-from bcg_deploy.export import ExportConfig, export_policy
+from bcg_deploy.export import ExportConfig, export_policy, inspect_policy
 from bcg_deploy.export.parity import clip_states, raw_inputs
 from bcg_deploy.training.checkpoint import MOTION_ARRAYS, load_checkpoint
 from bcg_deploy.training.networks import Actor
 from bcg_deploy.training.normalizer import RunningNormalizer
 from bcg_deploy.training.observations import ObservationModule
+from tests.export.conftest import one_torch_thread
 
 
 def _session(path):
@@ -31,7 +32,8 @@ def _meta(path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def obs_export(tmp_path_factory, ckpt_dir):
     out = tmp_path_factory.mktemp("obs") / "policy_obs.onnx"
-    return export_policy(ExportConfig(checkpoint=ckpt_dir / "run.pt", output=out, inputs="obs", profile="holosoma"))
+    with one_torch_thread():
+        return export_policy(ExportConfig(checkpoint=ckpt_dir / "run.pt", output=out, inputs="obs", profile="holosoma"))
 
 
 @pytest.fixture(scope="module")
@@ -201,4 +203,18 @@ def test_parity_failure_writes_nothing(ckpt_dir, tmp_path):
     with pytest.raises(BcgdError, match="parity check failed") as e:
         export_policy(ExportConfig(checkpoint=ckpt_dir / "run.pt", output=out, parity_tol=1e-12, rollout_steps=0))
     assert "\n" not in str(e.value)
+    assert "float32 observation" in str(e.value) and "float64 observation" in str(e.value)  # both tried
     assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_float32_parity_miss_falls_back_to_float64(raw_export, ckpt_dir, tmp_path):
+    """A tolerance below the float32 graph's parity error (same inputs: it must fail) gives the float64
+    observation graph, and the inspect re-run rebuilds that precision from the graph."""
+    assert raw_export.obs_dtype == "float32"
+    tol = 0.6 * raw_export.parity["max_abs_err"]
+    out = tmp_path / "policy64.onnx"
+    res = export_policy(ExportConfig(checkpoint=ckpt_dir / "run.pt", output=out, parity_tol=tol))
+    assert res.obs_dtype == "float64" and res.parity["max_abs_err"] <= tol
+    assert any(i.data_type == onnx.TensorProto.DOUBLE for i in onnx.load(str(out)).graph.initializer)
+    rerun = inspect_policy(out, checkpoint=ckpt_dir / "run.pt", samples=200)["parity_rerun"]
+    assert rerun["passed"] and rerun["tolerance"] == tol

@@ -56,8 +56,18 @@ def test_observation_equals_training_module(ckpt, robot, inputs):
         got = module.obs.observation(dict(zip(NAMES, inputs[:6], strict=True)), inputs[6])
     assert got.shape == want.shape == (len(inputs[0]), 849)
     np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-9, rtol=0)
-    # the actor sees 648 entries, the other 201 (reference z components) are folded per time step
-    assert module.obs.canon_index.size == 648 and module.obs.z_canon_index.size == 201
+    # the 201 reference z components, the reference xy components whose clamp cannot act and the two
+    # root_rot / body_rot entries that are 0 by construction are folded into the first-layer bias
+    obs = module.obs
+    assert obs.z_canon_index.size == 201 and obs.lin_canon_index.size > 0
+    visible = obs.canon_index[obs.canon_index >= 0]
+    assert visible.size + obs.z_canon_index.size + obs.lin_canon_index.size == 849
+    assert set(obs.zero_canon_index) <= set(visible)
+    np.testing.assert_allclose(want.numpy()[:, obs.zero_canon_index], 0.0, atol=1e-12)
+    # the xy entries folded as linear in (c, s): their normaliser clamp never acts on these states
+    norm = RunningNormalizer.from_state_dict(ckpt["obs_normalizer"]).folded()
+    lin = obs.lin_canon_index
+    assert np.all(np.abs((want.numpy()[:, lin] - norm["mean"].numpy()[lin]) / norm["std"].numpy()[lin]) <= obs.clip)
 
 
 def test_actions_equal_training_pipeline(ckpt, robot, inputs):
@@ -68,12 +78,12 @@ def test_actions_equal_training_pipeline(ckpt, robot, inputs):
         fast32 = module(*inputs)
         folded = RunningNormalizer.from_state_dict(ckpt["obs_normalizer"]).folded()
         actor64 = Actor.from_state_dict(ckpt["actor"]).double()
-        fast64 = FastRawPolicy(om, robot, folded, actor64).eval()(*(x.double() for x in inputs))
+        fast64 = FastRawPolicy(om, robot, folded, actor64, torch.float64).eval()(*(x.double() for x in inputs))
         ref32 = reference(*inputs)
     assert float((want.abs() > 0.05).float().mean()) > 0.5  # the actions are not all ~0
     # float64 throughout: the definition to float64 rounding
     np.testing.assert_allclose(fast64[0].numpy(), want.numpy(), atol=1e-9, rtol=0)
-    # float32 actor: its rounding only
+    # float32 observation and actor: their rounding only
     np.testing.assert_allclose(fast32[0].numpy(), want.numpy(), atol=1e-5, rtol=0)
     np.testing.assert_allclose(fast32[0].numpy(), ref32[0].numpy(), atol=2e-5, rtol=0)
     target = np.clip(robot.default_joint_pos + robot.action_scale * fast32[0].numpy(), *robot.joint_range.T)
