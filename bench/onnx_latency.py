@@ -112,6 +112,7 @@ def main() -> None:
         _session(res.path, 1, opt)
         exported[sig] = {
             "path": res.path,
+            "obs_dtype": res.obs_dtype,
             "num_nodes": res.num_nodes,
             "num_nodes_runtime": sum(n.op_type != "Constant" for n in onnx.load(str(opt)).graph.node),
             "parity": {
@@ -220,6 +221,7 @@ def main() -> None:
         print(f"export.{sig}.parity_max_abs_err: {p['max_abs_err']:.3g}")
         print(f"export.{sig}.parity_max_rel_err: {p['max_rel_err']:.3g}")
         print(f"export.{sig}.num_nodes: {e['num_nodes']} (runtime {e['num_nodes_runtime']})")
+        print(f"export.{sig}.obs_dtype: {e['obs_dtype']}")
     for name, res in results.items():
         if "single" in res:
             print(f"{name}.single.p50_us: {res['single']['p50_us']:.1f}")

@@ -211,6 +211,7 @@ def test_float32_parity_miss_falls_back_to_float64(raw_export, ckpt_dir, tmp_pat
     """A tolerance below the float32 graph's parity error (same inputs: it must fail) gives the float64
     observation graph, and the inspect re-run rebuilds that precision from the graph."""
     assert raw_export.obs_dtype == "float32"
+    assert not any(i.data_type == onnx.TensorProto.DOUBLE for i in onnx.load(str(raw_export.path)).graph.initializer)
     tol = 0.6 * raw_export.parity["max_abs_err"]
     out = tmp_path / "policy64.onnx"
     res = export_policy(ExportConfig(checkpoint=ckpt_dir / "run.pt", output=out, parity_tol=tol))
