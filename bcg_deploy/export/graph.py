@@ -153,8 +153,9 @@ def _module_parts(ckpt: dict[str, Any], robot: RobotSpec) -> tuple[ObservationMo
 
 
 def _parts(ckpt: dict[str, Any], robot: RobotSpec) -> tuple[ObservationModule, Actor, dict[str, torch.Tensor]]:
-    # The observation (FK included) runs in float64: float32 rounding of the observation, amplified by
-    # the normaliser's 1/std (up to 316), alone moves the actions by ~1e-5 (measured).
+    # The reference / obs-signature observation module (FK included) runs in float64: float32 rounding of
+    # the observation, amplified by the normaliser's 1/std (up to 316), moves the actions by up to ~1e-5
+    # (measured). FastRawPolicy only builds its constants from it (its own precision: see obs_graph).
     obs_module = ObservationModule(robot, ckpt["motion_arrays"], _future_steps(ckpt), dtype=torch.float64)
     if obs_module.spec() != ckpt["observation"]:
         raise BcgdError(
