@@ -144,3 +144,35 @@ def test_rk4_needs_a_contact_free_explicit_configuration():
     assert "\n" not in str(info.value)
     with pytest.raises(BcgdError, match="integrator"):
         Simulator(load_robot("g1"), SimConfig(integrator="leapfrog", contact=False))
+
+
+def test_cpu_graphs_step_a_free_body_like_plain_launches(tmp_path):
+    """Warp's CPU capture records no launch of some kernels on a hingeless free body; such chunks replay
+    as plain launches. Values and gradients with graphs equal those without (both integrators)."""
+    from bcg_deploy.diffsim import SimConfig, Simulator
+    from bcg_deploy.robots.spec import spec_from_mjcf
+
+    xml = (
+        '<mujoco model="box"><worldbody><body name="box" pos="0 0 0.5"><freejoint name="root"/>'
+        '<inertial pos="0.01 0.02 0" mass="1.3" diaginertia="0.01 0.02 0.03"/>'
+        '<geom name="box_foot_contact_0" type="sphere" size="0.005"/></body></worldbody>'
+        '<custom><numeric name="velocity_limit" size="1" data="0"/></custom>'
+        '<keyframe><key name="home" qpos="0 0 0.5 1 0 0 0"/></keyframe></mujoco>'
+    )
+    path = tmp_path / "box.xml"
+    path.write_text(xml)
+    spec = spec_from_mjcf("box", path, path, ("box",), (), 0.25)
+    for options in ({}, {"integrator": "rk4", "pd_damping": "explicit"}):
+        results = []
+        for graphs in (True, False):
+            sim = Simulator(spec, SimConfig(num_envs=2, dtype="float64", contact=False, graphs=graphs, **options))
+            q0 = t64([[0.0, 0.0, 0.5, 0.9, 0.1, 0.3, 0.2]] * 2).requires_grad_(True)
+            qd0 = t64([[0.1, 0.2, 0.3, 3.0, -2.0, 5.0]] * 2).requires_grad_(True)
+            q, qd = q0, qd0
+            for _ in range(3):
+                s = sim.step(q, qd, torch.zeros(2, 0, dtype=torch.float64))
+                q, qd = s.q, s.qd
+            (q.sum() + qd.sum()).backward()
+            values = (q.detach(), qd.detach(), q0.grad, qd0.grad)
+            results.append(torch.cat([v.flatten() for v in values]))
+        torch.testing.assert_close(results[0], results[1], rtol=0, atol=0)
