@@ -47,6 +47,7 @@ def export_cmd(
             "profile": res.profile,
             "size_bytes": res.size_bytes,
             "num_nodes": res.num_nodes,
+            "obs_dtype": res.obs_dtype,
             "deploy_yaml": None if res.deploy_yaml is None else str(res.deploy_yaml),
             "parity": p,
         }
@@ -54,7 +55,7 @@ def export_cmd(
         return
     console.print(
         f"wrote [bold]{res.path}[/] ({res.size_bytes / 1e6:.2f} MB, {res.num_nodes} nodes, {res.signature} inputs, "
-        f"{res.profile} metadata, {len(res.metadata)} keys)"
+        f"{res.obs_dtype} observation, {res.profile} metadata, {len(res.metadata)} keys)"
     )
     t = Table("output", "max abs err", "max rel err", title=f"parity onnxruntime vs torch on {p['num_inputs']} inputs")
     for name, v in p["per_output"].items():
