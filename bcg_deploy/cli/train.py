@@ -51,11 +51,18 @@ def build_config(
         cfg = resume_config(resume)
         if out is None:
             cfg.runner.out_dir = str(resume.parent)
-        fixed = [("TASK", task), ("--motion", motion), ("--envs", envs), ("--horizon", horizon), ("--kappa", kappa),
-                 ("--seed", seed)]  # fmt: skip
-        given = [name for name, v in fixed if v is not None]
-        if given:
-            raise BcgdError(f"--resume continues the stored run; {', '.join(given)} cannot change (use a new run)")
+        stored_motion = None if cfg.motion.csv is None else Path(cfg.motion.csv).resolve()
+        fixed = [
+            ("TASK", task, cfg.motion.task if cfg.motion.csv is None else None),
+            ("--motion", None if motion is None else Path(motion).resolve(), stored_motion),
+            ("--envs", envs, cfg.env.num_envs),
+            ("--horizon", horizon, cfg.shac.horizon),
+            ("--kappa", kappa, cfg.sim.kappa),
+            ("--seed", seed, cfg.runner.seed),
+        ]
+        changed = [f"{name} {given} (stored: {stored})" for name, given, stored in fixed if given not in (None, stored)]
+        if changed:
+            raise BcgdError(f"--resume continues the stored run; {', '.join(changed)} cannot change (use a new run)")
     else:
         cfg = TrainConfig()
         if motion is not None:

@@ -108,3 +108,25 @@ def test_evaluate_checkpoint_is_seeded(full_run):
     b = evaluate_checkpoint(full_run.checkpoint, num_envs=2, steps=6, seed=5)
     assert a == b and a["iteration"] == 4 and a["tracking_error_cm"] > 0
     assert 1 <= a["episode_length"] <= 6
+
+
+def test_resume_accepts_the_stored_task_and_refuses_a_changed_one(full_run):
+    """`bcgd train dance --resume run.pt` (the stored task repeated) resumes; a different task, env count or
+    kappa is a one-line error naming the stored value."""
+    from bcg_deploy.cli.train import build_config
+    from bcg_deploy.errors import BcgdError
+
+    def config(**given):
+        args = dict.fromkeys(
+            ("task", "motion", "start", "duration", "envs", "iterations", "horizon", "device", "kappa", "seed",
+             "out", "save_every"),
+        )  # fmt: skip
+        return build_config(**{**args, **given}, overrides=[], resume=full_run.checkpoint)
+
+    stored = resume_config(full_run.checkpoint)
+    cfg = config(task=stored.motion.task, envs=stored.env.num_envs, kappa=stored.sim.kappa, iterations=9)
+    assert cfg.runner.iterations == 9 and cfg.motion.task == stored.motion.task
+    for given, needle in (({"task": "run"}, "TASK run (stored: dance)"), ({"kappa": 50.0}, "--kappa 50.0")):
+        with pytest.raises(BcgdError, match=needle.replace("(", r"\(").replace(")", r"\)")) as info:
+            config(**given)
+        assert "\n" not in str(info.value)
