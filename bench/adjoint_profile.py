@@ -15,7 +15,6 @@ Prints ``name.metric: value`` lines; writes JSON.
 # No ``from __future__ import annotations``: Warp reads the (closure) type annotations at definition.
 
 import argparse
-import json
 import os
 import time
 from pathlib import Path
@@ -30,6 +29,7 @@ from bcg_deploy.diffsim import inertia as dinertia
 from bcg_deploy.diffsim import kinematics as dkin
 from bcg_deploy.diffsim import rne as drne
 from bcg_deploy.diffsim.tape import launch_cmd
+from bcg_deploy.fileio import atomic_write_json
 from bcg_deploy.robots import load_robot
 
 
@@ -248,10 +248,7 @@ def main() -> None:
             print(f"E{E}.stages.{name}: fwd {v['fwd']:.2f} adj {v['adj']:.2f}{extra}")
     report = {"dtype": args.dtype, "loadavg_1min": os.getloadavg()[0], "units": "us per env", "results": rows}
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(report, indent=2))
-    os.replace(tmp, out)
+    atomic_write_json(out, report)
     print(f"wrote {out}")
 
 

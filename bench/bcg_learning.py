@@ -14,7 +14,6 @@ iterations and over wall-clock; raw and a moving average) and prints ``name.metr
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import platform
 import tempfile
@@ -25,6 +24,7 @@ import numpy as np
 import torch
 from bench_common import make_trainer
 
+from bcg_deploy.fileio import atomic_write_json
 from bcg_deploy.training.evaluate import evaluate_policy
 from bcg_deploy.training.runner import Trainer
 
@@ -143,10 +143,7 @@ def main() -> None:
         "seconds": time.perf_counter() - t0,
         "machine": {"torch_threads": torch.get_num_threads(), "platform": platform.platform()},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp_path = args.out.with_suffix(".json.tmp")
-    tmp_path.write_text(json.dumps(report, indent=2, default=lambda x: None if x != x else x))
-    tmp_path.replace(args.out)
+    atomic_write_json(args.out, report)
     title = (f"{args.task}, kappa {args.kappa:g}, {args.envs} envs x {args.horizon} steps, seed {args.seed}: "
              "plain SHAC vs SHAC + BCG")  # fmt: skip
     _plot(curves, args.out.with_suffix(".png"), w, title)

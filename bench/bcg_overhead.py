@@ -16,7 +16,6 @@ bench/results/bcg_overhead.json; prints ``name.metric: value`` lines.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import tempfile
@@ -26,6 +25,7 @@ from pathlib import Path
 import torch
 from bench_common import make_trainer
 
+from bcg_deploy.fileio import atomic_write_json
 from bcg_deploy.training.runner import Trainer
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -97,10 +97,7 @@ def main() -> None:
     )
     out["seconds"] = time.perf_counter() - t0
     out["machine"] = {"torch_threads": torch.get_num_threads(), "platform": platform.platform()}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp_path = args.out.with_suffix(".json.tmp")
-    tmp_path.write_text(json.dumps(out, indent=2))
-    tmp_path.replace(args.out)
+    atomic_write_json(args.out, out)
     for name in ("plain", "bcg"):
         print(f"{name}.seconds_per_iteration: {out[name]['seconds_per_iteration_mean']:.3f}")
         print(f"{name}.cpu_seconds_per_iteration: {out[name]['cpu_seconds_per_iteration_mean']:.3f}")

@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bcg_deploy.fileio import atomic_write_json
+
 CHILD = r"""
 import sys, time, json
 t0 = time.perf_counter()
@@ -80,10 +82,7 @@ def main() -> None:
         report["all_dtypes_cold_sim_s"] = sum(both[d] for d in args.dtypes)
         print(f"all.cold_sim_s: {report['all_dtypes_cold_sim_s']:.2f}")
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp_out = out.with_suffix(".tmp")
-    tmp_out.write_text(json.dumps(report, indent=2))
-    os.replace(tmp_out, out)
+    atomic_write_json(out, report)
     print(f"wrote {out}")
 
 

@@ -15,8 +15,6 @@ and RK4 integrators on the same states (actuation and constraints disabled) are 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 from pathlib import Path
 
 import mujoco
@@ -25,6 +23,7 @@ import torch
 import warp as wp
 
 from bcg_deploy.diffsim import SimConfig, Simulator
+from bcg_deploy.fileio import atomic_write_json
 from bcg_deploy.robots import load_robot
 
 
@@ -145,10 +144,7 @@ def main() -> None:
         "mujoco_max_relative_deviation": peers,
     }
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(report, indent=2))
-    os.replace(tmp, out)
+    atomic_write_json(out, report)
     print(f"wrote {out}")
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from bcg_deploy.diffsim import SimConfig, Simulator
+from bcg_deploy.fileio import atomic_write_json
 from bcg_deploy.robots import load_robot
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -122,10 +123,7 @@ def main() -> None:
         "normal_impulses_after": s.contact_impulse[k + 1].tolist(),
         "depth_mm": (1000 * s.contact_depth[k]).tolist(),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(out, indent=2))
-    tmp.replace(args.out)
+    atomic_write_json(args.out, out)
     for key in ("sigma_max_implicit", "sigma_max_implicit_effort_x100", "sigma_max_explicit"):
         print(f"{key}: {out[key]:.4g}")
     for key, value in out["sigma_max_by_sweeps"].items():

@@ -32,6 +32,7 @@ import torch
 
 from bcg_deploy.diffsim import SimConfig, Simulator
 from bcg_deploy.diffsim.checks import fd_gradient_check, in_contact_states, standing_state
+from bcg_deploy.fileio import atomic_write_json
 from bcg_deploy.robots import load_robot
 
 KAPPAS = (50.0, 100.0, 300.0, 1000.0)
@@ -302,10 +303,7 @@ def main() -> None:
         report[name] = fn(robot)
         report[name]["seconds"] = time.perf_counter() - t
         print(f"{name}: {json.dumps(report[name], indent=1)}", flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(report, indent=2))
-    tmp.replace(args.out)
+    atomic_write_json(args.out, report)
     print(f"wrote {args.out}")
 
 

@@ -22,7 +22,6 @@ the gradient's sensitivity to a tiny change of state, the stiffness that bundlin
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import tempfile
 import time
@@ -32,6 +31,7 @@ import numpy as np
 import torch
 from bench_common import make_trainer
 
+from bcg_deploy.fileio import atomic_write_json
 from bcg_deploy.training.bcg import BundledTransition
 from bcg_deploy.training.env import SimTransition, TransitionOut
 from bcg_deploy.training.runner import Trainer
@@ -227,10 +227,7 @@ def main() -> None:
         "machine": {"cpus": torch.get_num_threads(), "platform": platform.platform()},
         "versions": {"torch": torch.__version__},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(report, indent=2))
-    tmp.replace(args.out)
+    atomic_write_json(args.out, report)
     for r in results:
         k = f"kappa{r['kappa']:g}"
         for name in ("plain", "bcg"):

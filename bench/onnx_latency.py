@@ -23,7 +23,6 @@ Prints ``name.metric: value`` lines and writes JSON (with ratios measured in the
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import tempfile
@@ -39,6 +38,7 @@ from bcg_deploy.export import ExportConfig, export_policy
 from bcg_deploy.export.exporter import load_for_export
 from bcg_deploy.export.graph import build_policy, build_reference_policy
 from bcg_deploy.export.parity import clip_states, raw_inputs
+from bcg_deploy.fileio import atomic_write_json
 from bcg_deploy.training.networks import Actor
 from bcg_deploy.training.normalizer import RunningNormalizer
 from bcg_deploy.training.observations import ObservationModule
@@ -238,10 +238,7 @@ def main() -> None:
     for k, v in ratios.items():
         print(f"ratio.{k}: {v:.2f}")
     print(f"loadavg before {load_before[0]:.2f} after {os.getloadavg()[0]:.2f}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp_out = args.out.with_name(f".{args.out.name}.tmp")
-    tmp_out.write_text(json.dumps(doc, indent=2))
-    os.replace(tmp_out, args.out)
+    atomic_write_json(args.out, doc)
     print(f"wrote {args.out}")
 
 

@@ -24,7 +24,6 @@ Prints ``name.metric: value`` lines and writes bench/results/sim2sim_speed.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -34,6 +33,8 @@ from pathlib import Path
 
 import mujoco
 import numpy as np
+
+from bcg_deploy.fileio import atomic_write_json
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -195,11 +196,7 @@ def main() -> None:
         "note": "per core = simulated s / this process's CPU s (single thread); wall figures depend on "
         "what else the machine runs (load average above)",
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmpf = tempfile.mkstemp(dir=args.out.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(out, f, indent=2)
-    os.replace(tmpf, args.out)
+    atomic_write_json(args.out, out)
     for name, c in cases.items():
         keys = ("real_time_factor_per_core", "real_time_factor", "cpu_us_per_physics_step", "cpu_speed_vs_peer")
         for key in (*keys, "us_per_call", "cpu_us_per_call"):

@@ -21,7 +21,6 @@ prints ``name.metric: value`` lines.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -35,6 +34,7 @@ import warp as wp
 from mujoco import rollout
 
 from bcg_deploy.diffsim import SimConfig, Simulator
+from bcg_deploy.fileio import atomic_write_json
 from bcg_deploy.robots import load_robot
 
 
@@ -217,10 +217,7 @@ def main() -> None:
         "results": results,
     }
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(report, indent=2))
-    os.replace(tmp, out)
+    atomic_write_json(out, report)
     print(f"wrote {out}")
 
 

@@ -14,13 +14,13 @@ gradient arriving at a step's outputs and leaving its inputs (backward). Writes 
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import time
 from pathlib import Path
 
 import torch
 
+from bcg_deploy.fileio import atomic_write_json
 from bcg_deploy.training.config import TrainConfig, apply_overrides
 from bcg_deploy.training.env import SimTransition, TransitionOut
 from bcg_deploy.training.runner import Trainer
@@ -182,9 +182,7 @@ def main() -> None:
         r = measure(dev, args.envs, args.horizon, args.iterations, args.warmup)
         r.update(machine=platform.processor() or platform.machine(), torch=torch.__version__)
         out = RESULTS / f"train_throughput_{dev}.json"
-        tmp = out.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(r, indent=2))
-        tmp.replace(out)
+        atomic_write_json(out, r)
         for k in ("iterations_per_s", "env_steps_per_s", "seconds_per_iteration", "projected_3000_iterations_h"):
             print(f"train_throughput.{dev}.{k}: {r[k]:.4g}")
         for k, v in r["share"].items():

@@ -25,6 +25,7 @@ from bcg_deploy.export.graph import (
     output_names,
 )
 from bcg_deploy.export.metadata import Profile, build_metadata, deploy_yaml, timing
+from bcg_deploy.fileio import atomic_write_bytes
 from bcg_deploy.robots import ROBOTS, RobotSpec, load_robot
 from bcg_deploy.training.checkpoint import EXPORT_KEYS, check_robot_identity, load_checkpoint
 
@@ -96,20 +97,6 @@ def _check_writable(path: Path) -> None:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
-        raise BcgdError(f"cannot write {path}: {exc.strerror or exc}") from None
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to a tmp file in the same folder, then ``os.replace``; BcgdError on failure."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise BcgdError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
@@ -267,7 +254,7 @@ def export_policy(cfg: ExportConfig) -> ExportResult:
     onnx.checker.check_model(model, full_check=True)
     data = model.SerializeToString()
     _self_check(data, sess, signature, chunks[0])
-    write_atomic(out, data)
+    atomic_write_bytes(out, data)
     yaml_path = None
     if cfg.deploy_yaml:
         # unitree_rl_lab layout: <run>/exported/policy.onnx beside <run>/params/deploy.yaml
@@ -277,7 +264,7 @@ def export_policy(cfg: ExportConfig) -> ExportResult:
             yaml_path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise BcgdError(f"cannot write {yaml_path}: {exc.strerror or exc}") from None
-        write_atomic(yaml_path, deploy_yaml(ckpt, robot, out.name).encode())
+        atomic_write_bytes(yaml_path, deploy_yaml(ckpt, robot, out.name).encode())
     return ExportResult(
         path=out,
         signature=signature,

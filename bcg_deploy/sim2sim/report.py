@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.fileio import atomic_write_bytes
 from bcg_deploy.sim2sim import metrics
 
 METRICS = (
@@ -147,17 +148,3 @@ def _ensure_dir(path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BcgdError(f"cannot write {path}: {exc.strerror}") from None
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
-    """Write ``data`` to a temporary file beside ``path``, then rename it over ``path``."""
-    path = Path(path)
-    _ensure_dir(path)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise BcgdError(f"cannot write {path}: {exc.strerror}") from None
-    return path

@@ -1,0 +1,35 @@
+"""Atomic file writes: nothing is left half-written (temporary file in the same folder, then ``os.replace``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from bcg_deploy.errors import BcgdError
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to a temporary file beside ``path`` (parent folders created), flush it to disk, then
+    rename it over ``path``; a one-line BcgdError naming ``path`` on failure."""
+    path = Path(path)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        raise BcgdError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def atomic_write_json(path: str | Path, obj) -> Path:
+    """``obj`` as indented JSON, written atomically."""
+    return atomic_write_bytes(path, (json.dumps(obj, indent=2) + "\n").encode())
