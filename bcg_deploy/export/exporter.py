@@ -260,10 +260,6 @@ def export_policy(cfg: ExportConfig) -> ExportResult:
         # unitree_rl_lab layout: <run>/exported/policy.onnx beside <run>/params/deploy.yaml
         root = out.parent.parent if out.parent.name == "exported" else out.parent
         yaml_path = root / "params" / "deploy.yaml"
-        try:
-            yaml_path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise BcgdError(f"cannot write {yaml_path}: {exc.strerror or exc}") from None
         atomic_write_bytes(yaml_path, deploy_yaml(ckpt, robot, out.name).encode())
     return ExportResult(
         path=out,

@@ -6,16 +6,14 @@ Aggregates are mean and population standard deviation (ddof 0) over runs of the 
 
 from __future__ import annotations
 
+import io
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from bcg_deploy.errors import BcgdError
 from bcg_deploy.fileio import atomic_write_bytes
 from bcg_deploy.sim2sim import metrics
 
@@ -108,18 +106,12 @@ class Report:
         for ax in (ax1, ax2):
             ax.grid(alpha=0.3)
         fig.tight_layout()
-        path = Path(path)
-        _ensure_dir(path)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
-        os.close(fd)
+        png = io.BytesIO()
         try:
-            fig.savefig(tmp, dpi=110)
-            os.replace(tmp, path)
+            fig.savefig(png, format="png", dpi=110)
         finally:
             plt.close(fig)
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        return path
+        return atomic_write_bytes(path, png.getvalue())
 
 
 def _fmt(fmt: str, v) -> str:
@@ -141,10 +133,3 @@ def _finite(x):
     if isinstance(x, np.bool_):
         return bool(x)
     return x
-
-
-def _ensure_dir(path: Path) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise BcgdError(f"cannot write {path}: {exc.strerror}") from None
