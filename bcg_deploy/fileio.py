@@ -9,6 +9,9 @@ from pathlib import Path
 
 from bcg_deploy.errors import BcgdError
 
+_UMASK = os.umask(0)  # read once at import (os.umask can only be read by setting it)
+os.umask(_UMASK)
+
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     """Write ``data`` to a temporary file beside ``path`` (parent folders created), flush it to disk, then
@@ -18,6 +21,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp's 0600 -> what open() would have given
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
