@@ -17,16 +17,23 @@ Single input: batch 1, ``--iters`` timed calls after warm-up, taken round-robin 
 onnxruntime sessions in two separate groups), p50 / p99 in
 microseconds. Throughput: batch 1024, samples per second. Also: ONNX node counts (file, and after
 onnxruntime's graph optimisation), the export's parity figures, the load average before and after.
+Anatomy of the raw signature (same run, 1 thread, I/O binding): the same trained actor and joint-target
+head alone, fed the first layer's input and per-step bias (``anatomy.actor_head``); the observation
+alone, raw state -> normalised first-layer input and bias (``anatomy.observation``); an Identity graph
+(``anatomy.empty_call``: the cost of one call); and 60 chained ``Add`` nodes on a [1, 302] tensor
+(``anatomy.per_node_us``: what one small node costs, slope between 1 and 61 nodes).
 Prints ``name.metric: value`` lines and writes JSON (with ratios measured in the same run).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import platform
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +44,7 @@ import torch
 from bcg_deploy.export import ExportConfig, export_policy
 from bcg_deploy.export.exporter import load_for_export
 from bcg_deploy.export.graph import build_policy, build_reference_policy
+from bcg_deploy.export.obs_graph import FastRawPolicy
 from bcg_deploy.export.parity import clip_states, raw_inputs
 from bcg_deploy.fileio import atomic_write_json
 from bcg_deploy.training.networks import Actor
@@ -74,6 +82,101 @@ def _bound(sess: ort.InferenceSession, feeds: dict[str, np.ndarray]):
     out = np.zeros((next(iter(feeds.values())).shape[0], 29), np.float32)
     binding.bind_ortvalue_output("joint_pos_target", ort.OrtValue.ortvalue_from_numpy(out))
     return lambda: sess.run_with_iobinding(binding)
+
+
+class _ObservationPart(torch.nn.Module):
+    """The raw graph up to the actor: raw state -> (normalised first-layer input, per-step bias)."""
+
+    def __init__(self, policy: FastRawPolicy) -> None:
+        super().__init__()
+        self.p = policy
+
+    def forward(self, *x):
+        names = ("base_pos", "base_quat", "base_lin_vel", "base_ang_vel", "joint_pos", "joint_vel")
+        row = self.p.obs.row_index(x[6])
+        inputs = dict(zip(names, x[:6], strict=True))
+        z, bias = self.p.obs.features(inputs, row, self.p.actor.table, self.p.actor.hidden)
+        return self.p.obs.normalise(z).float(), bias.float()
+
+
+class _ActorPart(torch.nn.Module):
+    """The raw graph's actor and joint-target head: (first-layer input, bias) -> actions, targets."""
+
+    def __init__(self, policy: FastRawPolicy) -> None:
+        super().__init__()
+        self.p = policy
+
+    def forward(self, z, bias):
+        action = self.p.actor(z, bias)
+        target = torch.addmm(self.p.offset, action, self.p.scale)
+        return action, torch.minimum(torch.maximum(target, self.p.lo), self.p.hi)
+
+
+def _trace(module: torch.nn.Module, args: tuple, names_in: list[str], names_out: list[str]) -> bytes:
+    buf = io.BytesIO()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        axes = {n: {0: "batch"} for n in names_in + names_out}
+        torch.onnx.export(module, args, buf, dynamo=False, opset_version=17, input_names=names_in,
+                          output_names=names_out, dynamic_axes=axes)  # fmt: skip
+    return buf.getvalue()
+
+
+def _add_chain(n: int, width: int = 302) -> bytes:
+    """``n`` chained Add nodes (+ a constant) on a [B, width] float32 tensor."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes, x = [], "x"
+    for i in range(n):
+        nodes.append(helper.make_node("Add", [x, "c"], [f"y{i}"]))
+        x = f"y{i}"
+    nodes.append(helper.make_node("Identity", [x], ["out"]))
+    vi = helper.make_tensor_value_info
+    g = helper.make_graph(nodes, "chain", [vi("x", TensorProto.FLOAT, ["B", width])],
+                          [vi("out", TensorProto.FLOAT, ["B", width])],
+                          [numpy_helper.from_array(np.full(width, 1e-3, np.float32), "c")])  # fmt: skip
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def _bound_bytes(model: bytes, feeds: dict[str, np.ndarray]):
+    sess = _session_bytes(model)
+    binding = sess.io_binding()
+    for k, v in feeds.items():
+        binding.bind_cpu_input(k, v)
+    for o in sess.get_outputs():
+        binding.bind_output(o.name, "cpu")
+    return lambda: sess.run_with_iobinding(binding)
+
+
+def _session_bytes(model: bytes) -> ort.InferenceSession:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.log_severity_level = 3
+    return ort.InferenceSession(model, sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+def _anatomy_cases(raw_mod: FastRawPolicy, raw_1: tuple) -> tuple[dict, dict]:
+    """(timed callables, node counts) of the raw graph's parts; see the module docstring."""
+    names_raw = ["base_pos", "base_quat", "base_lin_vel", "base_ang_vel", "joint_pos", "joint_vel", "time_step"]
+    obs_part, actor_part = _ObservationPart(raw_mod).eval(), _ActorPart(raw_mod).eval()
+    with torch.no_grad():
+        z, bias = obs_part(*raw_1)
+    models = {
+        "observation": (_trace(obs_part, raw_1, names_raw, ["z", "bias"]),
+                        dict(zip(names_raw, (x.numpy() for x in raw_1), strict=True))),
+        "actor_head": (_trace(actor_part, (z, bias), ["z", "bias"], ["actions", "joint_pos_target"]),
+                       {"z": z.numpy(), "bias": bias.numpy()}),
+        "empty_call": (_add_chain(0, 29), {"x": np.zeros((1, 29), np.float32)}),
+        "add_chain_1": (_add_chain(1), {"x": np.zeros((1, 302), np.float32)}),
+        "add_chain_61": (_add_chain(61), {"x": np.zeros((1, 302), np.float32)}),
+    }  # fmt: skip
+    fns = {f"onnxruntime.anatomy.{k}": _bound_bytes(m, f) for k, (m, f) in models.items()}
+    nodes = {k: sum(n.op_type != "Constant" for n in onnx.load_from_string(m).graph.node)
+             for k, (m, _) in models.items()}  # fmt: skip
+    return fns, nodes
 
 
 def _round_robin(fns: dict, iters: int, rounds: int, warmup: int = 100) -> dict[str, np.ndarray]:
@@ -165,13 +268,16 @@ def main() -> None:
         "torch_eager.training_path_float32": (training_path, raw_1, raw_b),
     }
     with torch.no_grad():
-        # the 1- and 2-thread sessions are timed in separate groups: a 2-thread session's pool thread,
-        # woken by its runs, preempts the 1-thread cases interleaved with them on a busy 2-core machine
-        # (measured: 1-thread raw p99 130 us alone, ~4100 us interleaved with 2-thread runs; p50 unchanged)
-        ts = {}
-        for threads in (1, 2):
-            group = {k: f for k, f in single.items() if f".threads{threads}." in k}
-            ts |= _round_robin(group, args.iters, args.rounds)
+        # the 1-thread sessions are timed in one group, each 2-thread session in a group of its own: a
+        # 2-thread session's pool thread keeps spinning after its runs and takes the second core from
+        # whatever runs next (measured: 1-thread raw p99 130 us alone, ~4100 us interleaved with 2-thread
+        # runs; 2-thread raw p50 52 us alone, 64 us interleaved with the other 2-thread session)
+        anatomy, anatomy_nodes = _anatomy_cases(raw_mod, raw_1)
+        raw_key = "onnxruntime.raw.threads1.iobinding"
+        ts = _round_robin(anatomy | {raw_key: single[raw_key]}, args.iters // 2, args.rounds)
+        ts = {k: v for k, v in ts.items() if k.startswith("onnxruntime.anatomy.")}
+        for tag in (".threads1.", ".raw.threads2.", ".obs.threads2."):
+            ts |= _round_robin({k: f for k, f in single.items() if tag in k}, args.iters, args.rounds)
         ts |= _round_robin({k: (lambda f=f, x=x: f(*x)) for k, (f, x, _) in eager.items()},
                            max(300, args.iters // 8), args.rounds, 20)  # fmt: skip
         for sig in ("raw", "obs"):
@@ -185,11 +291,19 @@ def main() -> None:
     for k, v in batch.items():
         results.setdefault(k, {})["batch1024"] = _stats(v, 1024)
     for k in list(results):
-        if k.startswith("onnxruntime."):
+        if k.startswith("onnxruntime.") and not k.startswith("onnxruntime.anatomy."):
             sig = k.split(".")[1]
             results[k]["num_nodes"] = exported[sig]["num_nodes"]
             results[k]["num_nodes_runtime"] = exported[sig]["num_nodes_runtime"]
     r = results
+    p50 = {k.split(".")[-1]: r[k]["single"]["p50_us"] for k in r if k.startswith("onnxruntime.anatomy.")}
+    anatomy_doc = {
+        "p50_us": p50,
+        "nodes_in_file": {k: anatomy_nodes[k] for k in ("observation", "actor_head")},
+        "per_node_us": (p50["add_chain_61"] - p50["add_chain_1"]) / 60.0,
+        "raw_minus_parts_us": r["onnxruntime.raw.threads1.iobinding"]["single"]["p50_us"]
+        - (p50["observation"] + p50["actor_head"] - p50["empty_call"]),
+    }
     ratios = {
         "torch_exported_raw_over_ort_raw_iobinding_p50": r["torch_eager.raw_exported_module"]["single"]["p50_us"]
         / r["onnxruntime.raw.threads1.iobinding"]["single"]["p50_us"],
@@ -221,6 +335,7 @@ def main() -> None:
         "versions": {"torch": torch.__version__, "onnxruntime": ort.__version__, "onnx": onnx.__version__},
         "iters": {"single": args.iters, "rounds": args.rounds, "batch": args.batch_iters},
         "results": results,
+        "anatomy": anatomy_doc,
         "ratios": ratios,
     }
     for sig, e in exported.items():
@@ -235,6 +350,8 @@ def main() -> None:
             print(f"{name}.single.p99_us: {res['single']['p99_us']:.1f}")
         if "batch1024" in res:
             print(f"{name}.batch1024.samples_per_s: {res['batch1024']['samples_per_s']:.0f}")
+    print(f"anatomy.per_node_us: {anatomy_doc['per_node_us']:.3f}")
+    print(f"anatomy.raw_minus_parts_us: {anatomy_doc['raw_minus_parts_us']:.1f}")
     for k, v in ratios.items():
         print(f"ratio.{k}: {v:.2f}")
     print(f"loadavg before {load_before[0]:.2f} after {os.getloadavg()[0]:.2f}")
