@@ -78,7 +78,9 @@ class SimTransition:
 
     def __call__(self, q: torch.Tensor, qd: torch.Tensor, q_target: torch.Tensor) -> TransitionOut:
         s = self.sim.step(q, qd, q_target)
-        return TransitionOut(s.q, s.qd, getattr(s, "foot_force", None))
+        depth = getattr(s, "contact_depth", None)  # [E, NC] m, for evaluation (not a counter: not logged)
+        extras = {} if depth is None else {"contact_depth": depth}
+        return TransitionOut(s.q, s.qd, getattr(s, "foot_force", None), extras)
 
     def reset(self, mask: torch.Tensor) -> None:
         pass

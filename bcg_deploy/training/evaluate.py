@@ -5,7 +5,9 @@ for a fixed number of control steps from seeded reference-state initialisations 
 global mean per-body position error (cm, over all live steps), the mean length of the episodes
 that ended (falls and time-outs) plus the still-running ones (censored at the end), and the fall
 rate. The same seed gives the same start phases, so an untrained and a trained actor are compared
-on identical starts.
+on identical starts. ``nominal=True`` turns domain randomisation (and pushes) off. With contact, the
+mean foot-sphere penetration while penetrating (mm, at the last physics substep of each control step)
+is reported too: the training-simulator side of the paper's Delta d.
 """
 
 from __future__ import annotations
@@ -35,11 +37,14 @@ def evaluate_policy(
     seed: int = 1234,
     deterministic: bool = True,
     sim=None,  # noqa: ANN001 - a Simulator with num_envs envs, to reuse compiled buffers
+    nominal: bool = False,
 ) -> dict:
     """Roll the actor out for ``steps`` control steps in ``num_envs`` envs; see the module docstring."""
     cfg = copy.deepcopy(cfg)
     cfg.env.num_envs = num_envs
     cfg.env.obs_noise = False
+    if nominal:
+        cfg.domain_rand.enabled = False
     rng = torch.get_rng_state()
     torch.manual_seed(seed)
     try:
@@ -49,6 +54,7 @@ def evaluate_policy(
         lengths: list[int] = []
         falls = 0
         err_sum, err_n = 0.0, 0
+        pen_sum, pen_n = 0.0, 0
         for _ in range(steps):
             x = obs_normalizer(obs) if obs_normalizer is not None else obs
             x = x.to(next(actor.parameters()).dtype)
@@ -59,6 +65,11 @@ def evaluate_policy(
             ok = torch.isfinite(e)
             err_sum += float(e[ok].double().sum())
             err_n += int(ok.sum())
+            depth = out.info["transition"].get("contact_depth")
+            if depth is not None:
+                live = depth[~out.info["diverged"]]
+                pen_sum += float(live.clamp_min(0).double().sum())
+                pen_n += int((live > 0).sum())
             falls += int(out.terminated.sum())
             lengths += alive[out.done].tolist()
             alive[out.done] = 0
@@ -73,6 +84,7 @@ def evaluate_policy(
         "episodes_ended": len(lengths),
         "falls": falls,
         "falls_per_env_minute": falls / (num_envs * steps * env.control_dt / 60.0),
+        "foot_penetration_mm": 1000.0 * pen_sum / pen_n if pen_n else None,
         "steps": steps,
         "num_envs": num_envs,
         "seed": seed,

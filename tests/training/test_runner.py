@@ -110,6 +110,15 @@ def test_evaluate_checkpoint_is_seeded(full_run):
     assert 1 <= a["episode_length"] <= 6
 
 
+def test_evaluate_reports_training_sim_foot_penetration(full_run):
+    """The training-simulator side of Delta d: the mean depth of the penetrating foot spheres (mm), with
+    nominal physics; from reference-state starts the feet are on the floor, a few mm deep at kappa 300."""
+    from bcg_deploy.training.evaluate import evaluate_checkpoint
+
+    r = evaluate_checkpoint(full_run.checkpoint, num_envs=2, steps=6, seed=5, nominal=True)
+    assert r["foot_penetration_mm"] is not None and 0.05 < r["foot_penetration_mm"] < 30.0
+
+
 def test_resume_accepts_the_stored_task_and_refuses_a_changed_one(full_run):
     """`bcgd train dance --resume run.pt` (the stored task repeated) resumes; a different task, env count or
     kappa is a one-line error naming the stored value."""
