@@ -45,6 +45,14 @@ the float32 graph misses the tolerance.
 
 ``observation(...)`` returns the full 849-entry observation in the training layout, computed by a
 float64 twin of the module (tests compare it with ``ObservationModule``).
+
+Where a single-input call's time goes (``bench/onnx_latency.py`` anatomy, 2-core EPYC, 1 thread, p50):
+the call itself 2.6 us; this observation alone 27.7 us (56 nodes at ~0.34 us each, plus the Sin and
+matmuls); the actor and joint-target head alone 27.2 us (1.29 MB of float32 weights, more than the 1 MB
+L2, so they stream from L3 on every call); the whole raw graph 61 us. The 8.7 us above the sum of the
+parts: the reference-frame outputs (~2.4 us) and the observation running after the actor has pushed
+its constants and onnxruntime's per-node state out of L2 (measured: 27.6 us alone, 33.5 us right
+after an actor call).
 """
 
 from __future__ import annotations
