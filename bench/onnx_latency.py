@@ -62,7 +62,8 @@ def _stats(ts: np.ndarray, batch: int) -> dict:
     }
 
 
-def _session(path: Path, threads: int, optimized: Path | None = None) -> ort.InferenceSession:
+def _session(model: Path | bytes, threads: int, optimized: Path | None = None) -> ort.InferenceSession:
+    """A CPU session (a file or serialized model), ``threads`` intra-op threads, sequential, ORT_ENABLE_ALL."""
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
@@ -71,7 +72,8 @@ def _session(path: Path, threads: int, optimized: Path | None = None) -> ort.Inf
     opts.log_severity_level = 3
     if optimized is not None:
         opts.optimized_model_filepath = str(optimized)
-    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+    src = model if isinstance(model, bytes) else str(model)
+    return ort.InferenceSession(src, sess_options=opts, providers=["CPUExecutionProvider"])
 
 
 def _bound(sess: ort.InferenceSession, feeds: dict[str, np.ndarray]):
@@ -138,26 +140,6 @@ def _add_chain(n: int, width: int = 302) -> bytes:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
-def _bound_bytes(model: bytes, feeds: dict[str, np.ndarray]):
-    sess = _session_bytes(model)
-    binding = sess.io_binding()
-    for k, v in feeds.items():
-        binding.bind_cpu_input(k, v)
-    for o in sess.get_outputs():
-        binding.bind_output(o.name, "cpu")
-    return lambda: sess.run_with_iobinding(binding)
-
-
-def _session_bytes(model: bytes) -> ort.InferenceSession:
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.inter_op_num_threads = 1
-    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.log_severity_level = 3
-    return ort.InferenceSession(model, sess_options=opts, providers=["CPUExecutionProvider"])
-
-
 def _anatomy_cases(raw_mod: FastRawPolicy, raw_1: tuple) -> tuple[dict, dict]:
     """(timed callables, node counts) of the raw graph's parts; see the module docstring."""
     names_raw = ["base_pos", "base_quat", "base_lin_vel", "base_ang_vel", "joint_pos", "joint_vel", "time_step"]
@@ -173,7 +155,14 @@ def _anatomy_cases(raw_mod: FastRawPolicy, raw_1: tuple) -> tuple[dict, dict]:
         "add_chain_1": (_add_chain(1), {"x": np.zeros((1, 302), np.float32)}),
         "add_chain_61": (_add_chain(61), {"x": np.zeros((1, 302), np.float32)}),
     }  # fmt: skip
-    fns = {f"onnxruntime.anatomy.{k}": _bound_bytes(m, f) for k, (m, f) in models.items()}
+    fns = {}
+    for k, (m, f) in models.items():
+        binding = (sess := _session(m, 1)).io_binding()
+        for name, v in f.items():
+            binding.bind_cpu_input(name, v)
+        for o in sess.get_outputs():
+            binding.bind_output(o.name, "cpu")
+        fns[f"onnxruntime.anatomy.{k}"] = lambda s=sess, b=binding: s.run_with_iobinding(b)
     nodes = {k: sum(n.op_type != "Constant" for n in onnx.load_from_string(m).graph.node)
              for k, (m, _) in models.items()}  # fmt: skip
     return fns, nodes
