@@ -62,6 +62,10 @@ class EnvCfg:
     """Parallel environments E (paper: 64 with BCG, 128 without)."""
     fall_height: float = 0.3
     """Early termination when the root height drops below this (m)."""
+    max_tracking_error: float | None = None
+    """Early termination when the mean per-body position error to the reference exceeds this (m); None: off
+    (METHOD.md terminates on falls only). Stops a policy from buying episode length by giving up on a
+    travelling clip (run), where the reference runs away from a robot that only keeps its balance."""
     obs_noise: bool = True
     """Add the observation module's per-term training noise U(-n, n) to the actor's input."""
     obs_noise_scale: float = 1.0

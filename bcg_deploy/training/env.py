@@ -323,18 +323,22 @@ class ImitationEnv:
         r_rate = action_rate_penalty(action, self.last_action, cfg.env.action_rate_weight)
         reward = torch.where(bad, torch.zeros_like(r_add), r_add + r_rate)
         fell = q_next[:, 2] < cfg.env.fall_height
-        terminated = fell | bad
+        with torch.no_grad():
+            err = (body_pos - self.ref_body_pos[self.frame]).norm(dim=-1).mean(dim=-1)
+        strayed = torch.zeros_like(fell) if cfg.env.max_tracking_error is None else err > cfg.env.max_tracking_error
+        strayed = strayed & ~fell & ~bad
+        terminated = fell | bad | strayed
         timeout = (self.frame >= self.num_frames - 1) & ~terminated
         done = terminated | timeout
         obs_before = self.obs_module(q_next, qd_next, self.frame)
         with torch.no_grad():
-            err = (body_pos - self.ref_body_pos[self.frame]).norm(dim=-1).mean(dim=-1)
             self.episode_return = self.episode_return + reward.detach().double()
             info = {
                 "tracking_error": torch.where(bad, torch.full_like(err, float("nan")), err),
                 "reward_add": r_add.detach(),
                 "reward_action_rate": r_rate.detach(),
                 "fell": fell & ~bad,
+                "strayed": strayed,
                 "diverged": bad,
                 "episode_len": self.episode_len.clone(),
                 "episode_return": self.episode_return.clone(),

@@ -4,10 +4,11 @@
 for a fixed number of control steps from seeded reference-state initialisations and report the
 global mean per-body position error (cm, over all live steps), the mean length of the episodes
 that ended (falls and time-outs) plus the still-running ones (censored at the end), and the fall
-rate. The same seed gives the same start phases, so an untrained and a trained actor are compared
-on identical starts. ``nominal=True`` turns domain randomisation (and pushes) off. With contact, the
-mean foot-sphere penetration while penetrating (mm, at the last physics substep of each control step)
-is reported too: the training-simulator side of the paper's Delta d.
+rate; episodes ended by ``env.max_tracking_error`` are counted apart (``strayed``). The same seed
+gives the same start phases, so an untrained and a trained actor are compared on identical starts.
+``nominal=True`` turns domain randomisation (and pushes) off. With contact, the mean foot-sphere
+penetration while penetrating (mm, at the last physics substep of each control step) is reported
+too: the training-simulator side of the paper's Delta d.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def evaluate_policy(
         obs = env.reset()
         alive = torch.zeros(num_envs, dtype=torch.long)
         lengths: list[int] = []
-        falls = 0
+        falls = strayed = 0
         err_sum, err_n = 0.0, 0
         pen_sum, pen_n = 0.0, 0
         for _ in range(steps):
@@ -70,7 +71,8 @@ def evaluate_policy(
                 live = depth[~out.info["diverged"]]
                 pen_sum += float(live.clamp_min(0).double().sum())
                 pen_n += int((live > 0).sum())
-            falls += int(out.terminated.sum())
+            falls += int((out.terminated & ~out.info["strayed"]).sum())
+            strayed += int(out.info["strayed"].sum())
             lengths += alive[out.done].tolist()
             alive[out.done] = 0
             obs = out.obs
@@ -83,6 +85,7 @@ def evaluate_policy(
         "episode_length": sum(all_len) / max(len(all_len), 1),
         "episodes_ended": len(lengths),
         "falls": falls,
+        "strayed": strayed,
         "falls_per_env_minute": falls / (num_envs * steps * env.control_dt / 60.0),
         "foot_penetration_mm": 1000.0 * pen_sum / pen_n if pen_n else None,
         "steps": steps,

@@ -270,6 +270,7 @@ class Trainer:
             "episode_return": float(np.mean(self.episode_return)) if self.episode_return else math.nan,
             "episodes_done": len(st["episode_len"]),
             "falls": st["fell"],
+            "strayed": st["strayed"],
             "timeouts": st["timeout"],
             "diverged": st["diverged"],
             "action_std": float(self.shac.actor.std.detach().mean()),

@@ -145,7 +145,8 @@ class SHAC(nn.Module):
         disc = torch.ones(e, dtype=dt, device=obs.device)
         loss = torch.zeros((), dtype=dt, device=obs.device)
         bufs: dict[str, list] = {k: [] for k in ("obs", "obs_norm", "rew", "raw", "nv", "done", "delta", "valid")}
-        stats = {"tracking_error": [], "episode_len": [], "episode_return": [], "diverged": 0, "fell": 0, "timeout": 0}
+        stats = {"tracking_error": [], "episode_len": [], "episode_return": []}
+        stats.update(diverged=0, fell=0, strayed=0, timeout=0)
         stats.update(reward_add=[], reward_action_rate=[], foot_force=[], transition={})
         for t in range(n):
             obs_n = self.normalize(obs)
@@ -181,6 +182,7 @@ class SHAC(nn.Module):
                     stats["transition"][k] = stats["transition"].get(k, 0) + v
             stats["diverged"] += int(info["diverged"].sum())
             stats["fell"] += int(info["fell"].sum())
+            stats["strayed"] += int(info["strayed"].sum())
             stats["timeout"] += int(out.timeout.sum())
             stats["episode_len"] += info["episode_len"][out.done].tolist()
             stats["episode_return"] += info["episode_return"][out.done].tolist()

@@ -74,6 +74,23 @@ def test_fall_terminates_and_resets(env):
     assert (env.frame[[0, 2]] == frame_before[[0, 2]] + 1).all()
 
 
+def test_straying_from_the_reference_terminates_only_when_enabled(env):
+    """``env.max_tracking_error``: an env displaced 0.8 m from its reference ends (counted as strayed, not
+    as a fall) at a 0.5 m limit; the default (None) leaves it running."""
+    for limit, want in ((None, [False, False, False]), (0.5, [False, True, False])):
+        env.cfg.env.max_tracking_error = limit
+        try:
+            env.reset()
+            q = env.q.clone()
+            q[1, 0] += 0.8  # the whole robot 0.8 m along x: every body is 0.8 m off
+            env.q = q
+            out = env.step(torch.zeros(3, 29, dtype=env.dtype))
+        finally:
+            env.cfg.env.max_tracking_error = None
+        assert out.terminated.tolist() == want and out.info["strayed"].tolist() == want
+        assert not out.info["fell"].any() and out.info["tracking_error"][1] > 0.7
+
+
 def test_time_out_at_clip_end(env):
     env.reset()
     env.frame = torch.tensor([env.num_frames - 2, 5, 10])
