@@ -11,7 +11,8 @@ For each ``motion=run.pt`` (any subset of the four, or other names):
   contact (mm);
 - the training simulator (``training.evaluate.evaluate_policy``): the same deterministic actor with
   nominal physics (no randomisation, pushes or noise), ``--eval-envs`` envs from seeded start phases,
-  for the whole clip: falls, E_track and foot penetration;
+  for the whole clip: falls (and episodes ended by ``env.max_tracking_error``, if the run used it),
+  E_track and foot penetration;
 - Delta d = penetration in the training simulator minus in MuJoCo (the run without options), as the
   paper defines it.
 Prints one markdown table with the paper's figures beside ours and writes JSON.
@@ -87,7 +88,7 @@ def _markdown(rows: dict, noise: float) -> str:
         lines.append(
             f"| {motion} | {r['iteration']} | {fell} | {_fmt(c['e_track_cm']['mean'])} | "
             f"{n['falls']}/{n['runs']} | {_fmt(n['e_track_cm']['mean'])} +/- {_fmt(n['e_track_cm']['std'])} | "
-            f"{t['falls']} in {t['num_envs']} envs | {_fmt(r['delta_d_mm'], '.2f')} | "
+            f"{t['falls']} ({t['strayed']} strayed) in {t['num_envs']} envs | {_fmt(r['delta_d_mm'], '.2f')} | "
             f"{_fmt(PAPER['e_track_cm'].get(motion))} |"
         )
     lo, hi = PAPER["delta_d_mm"]
