@@ -21,7 +21,9 @@ Anatomy of the raw signature (same run, 1 thread, I/O binding): the same trained
 head alone, fed the first layer's input and per-step bias (``anatomy.actor_head``); the observation
 alone, raw state -> normalised first-layer input and bias (``anatomy.observation``); an Identity graph
 (``anatomy.empty_call``: the cost of one call); and 60 chained ``Add`` nodes on a [1, 302] tensor
-(``anatomy.per_node_us``: what one small node costs, slope between 1 and 61 nodes).
+(``anatomy.per_node_us``: what one small node costs, slope between 1 and 61 nodes); and the observation
+timed right after an (untimed) actor call (``anatomy.observation_after_actor``: the actor's 1.29 MB of
+weights evict the observation's constants and onnxruntime's state from L2, as in the whole graph).
 Prints ``name.metric: value`` lines and writes JSON (with ratios measured in the same run).
 """
 
@@ -168,6 +170,18 @@ def _anatomy_cases(raw_mod: FastRawPolicy, raw_1: tuple) -> tuple[dict, dict]:
     return fns, nodes
 
 
+def _timed_after(first, timed, iters: int, warmup: int = 100) -> np.ndarray:
+    """Times of ``timed()`` each called right after an untimed ``first()`` (what ``first`` leaves in cache)."""
+    out = []
+    for i in range(warmup + iters):
+        first()
+        t0 = time.perf_counter()
+        timed()
+        if i >= warmup:
+            out.append(time.perf_counter() - t0)
+    return np.asarray(out)
+
+
 def _round_robin(fns: dict, iters: int, rounds: int, warmup: int = 100) -> dict[str, np.ndarray]:
     """Time every case ``iters`` times in total, in ``rounds`` interleaved blocks."""
     per = max(1, iters // rounds)
@@ -265,6 +279,8 @@ def main() -> None:
         raw_key = "onnxruntime.raw.threads1.iobinding"
         ts = _round_robin(anatomy | {raw_key: single[raw_key]}, args.iters // 2, args.rounds)
         ts = {k: v for k, v in ts.items() if k.startswith("onnxruntime.anatomy.")}
+        obs_fn, actor_fn = anatomy["onnxruntime.anatomy.observation"], anatomy["onnxruntime.anatomy.actor_head"]
+        ts["onnxruntime.anatomy.observation_after_actor"] = _timed_after(actor_fn, obs_fn, args.iters // 2)
         for tag in (".threads1.", ".raw.threads2.", ".obs.threads2."):
             ts |= _round_robin({k: f for k, f in single.items() if tag in k}, args.iters, args.rounds)
         ts |= _round_robin({k: (lambda f=f, x=x: f(*x)) for k, (f, x, _) in eager.items()},
@@ -292,6 +308,7 @@ def main() -> None:
         "per_node_us": (p50["add_chain_61"] - p50["add_chain_1"]) / 60.0,
         "raw_minus_parts_us": r["onnxruntime.raw.threads1.iobinding"]["single"]["p50_us"]
         - (p50["observation"] + p50["actor_head"] - p50["empty_call"]),
+        "observation_cold_penalty_us": p50["observation_after_actor"] - p50["observation"],
     }
     ratios = {
         "torch_exported_raw_over_ort_raw_iobinding_p50": r["torch_eager.raw_exported_module"]["single"]["p50_us"]
@@ -341,6 +358,7 @@ def main() -> None:
             print(f"{name}.batch1024.samples_per_s: {res['batch1024']['samples_per_s']:.0f}")
     print(f"anatomy.per_node_us: {anatomy_doc['per_node_us']:.3f}")
     print(f"anatomy.raw_minus_parts_us: {anatomy_doc['raw_minus_parts_us']:.1f}")
+    print(f"anatomy.observation_cold_penalty_us: {anatomy_doc['observation_cold_penalty_us']:.1f}")
     for k, v in ratios.items():
         print(f"ratio.{k}: {v:.2f}")
     print(f"loadavg before {load_before[0]:.2f} after {os.getloadavg()[0]:.2f}")
