@@ -30,12 +30,10 @@ Prints ``name.metric: value`` lines and writes JSON (with ratios measured in the
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import platform
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -44,8 +42,8 @@ import onnxruntime as ort
 import torch
 
 from bcg_deploy.export import ExportConfig, export_policy
-from bcg_deploy.export.exporter import load_for_export
-from bcg_deploy.export.graph import build_policy, build_reference_policy
+from bcg_deploy.export.exporter import load_for_export, trace_module
+from bcg_deploy.export.graph import RAW_INPUTS, build_policy, build_reference_policy
 from bcg_deploy.export.obs_graph import FastRawPolicy
 from bcg_deploy.export.parity import clip_states, raw_inputs
 from bcg_deploy.fileio import atomic_write_json
@@ -78,13 +76,18 @@ def _session(model: Path | bytes, threads: int, optimized: Path | None = None) -
     return ort.InferenceSession(src, sess_options=opts, providers=["CPUExecutionProvider"])
 
 
-def _bound(sess: ort.InferenceSession, feeds: dict[str, np.ndarray]):
-    """The session call with inputs and the joint_pos_target output bound once (as sim2sim does)."""
+def _bound(sess: ort.InferenceSession, feeds: dict[str, np.ndarray], all_outputs: bool = False):
+    """The session call with inputs and outputs bound once: ``joint_pos_target`` into a numpy buffer (as
+    sim2sim does), or with ``all_outputs`` every output to onnxruntime-allocated CPU memory."""
     binding = sess.io_binding()
     for k, v in feeds.items():
         binding.bind_cpu_input(k, v)
-    out = np.zeros((next(iter(feeds.values())).shape[0], 29), np.float32)
-    binding.bind_ortvalue_output("joint_pos_target", ort.OrtValue.ortvalue_from_numpy(out))
+    if all_outputs:
+        for o in sess.get_outputs():
+            binding.bind_output(o.name, "cpu")
+    else:
+        out = np.zeros((next(iter(feeds.values())).shape[0], 29), np.float32)
+        binding.bind_ortvalue_output("joint_pos_target", ort.OrtValue.ortvalue_from_numpy(out))
     return lambda: sess.run_with_iobinding(binding)
 
 
@@ -96,11 +99,8 @@ class _ObservationPart(torch.nn.Module):
         self.p = policy
 
     def forward(self, *x):
-        names = ("base_pos", "base_quat", "base_lin_vel", "base_ang_vel", "joint_pos", "joint_vel")
-        row = self.p.obs.row_index(x[6])
-        inputs = dict(zip(names, x[:6], strict=True))
-        z, bias = self.p.obs.features(inputs, row, self.p.actor.table, self.p.actor.hidden)
-        return self.p.obs.normalise(z).float(), bias.float()
+        z, bias, _ = self.p.actor_input(dict(zip(RAW_INPUTS[:6], x[:6], strict=True)), x[6])
+        return z, bias
 
 
 class _ActorPart(torch.nn.Module):
@@ -111,22 +111,10 @@ class _ActorPart(torch.nn.Module):
         self.p = policy
 
     def forward(self, z, bias):
-        action = self.p.actor(z, bias)
-        target = torch.addmm(self.p.offset, action, self.p.scale)
-        return action, torch.minimum(torch.maximum(target, self.p.lo), self.p.hi)
+        return self.p.act(z, bias)
 
 
-def _trace(module: torch.nn.Module, args: tuple, names_in: list[str], names_out: list[str]) -> bytes:
-    buf = io.BytesIO()
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        axes = {n: {0: "batch"} for n in names_in + names_out}
-        torch.onnx.export(module, args, buf, dynamo=False, opset_version=17, input_names=names_in,
-                          output_names=names_out, dynamic_axes=axes)  # fmt: skip
-    return buf.getvalue()
-
-
-def _add_chain(n: int, width: int = 302) -> bytes:
+def _add_chain(n: int, width: int = 302) -> onnx.ModelProto:
     """``n`` chained Add nodes (+ a constant) on a [B, width] float32 tensor."""
     from onnx import TensorProto, helper, numpy_helper
 
@@ -139,34 +127,27 @@ def _add_chain(n: int, width: int = 302) -> bytes:
     g = helper.make_graph(nodes, "chain", [vi("x", TensorProto.FLOAT, ["B", width])],
                           [vi("out", TensorProto.FLOAT, ["B", width])],
                           [numpy_helper.from_array(np.full(width, 1e-3, np.float32), "c")])  # fmt: skip
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
 def _anatomy_cases(raw_mod: FastRawPolicy, raw_1: tuple) -> tuple[dict, dict]:
     """(timed callables, node counts) of the raw graph's parts; see the module docstring."""
-    names_raw = ["base_pos", "base_quat", "base_lin_vel", "base_ang_vel", "joint_pos", "joint_vel", "time_step"]
+    names_raw = list(RAW_INPUTS)
     obs_part, actor_part = _ObservationPart(raw_mod).eval(), _ActorPart(raw_mod).eval()
     with torch.no_grad():
         z, bias = obs_part(*raw_1)
     models = {
-        "observation": (_trace(obs_part, raw_1, names_raw, ["z", "bias"]),
+        "observation": (trace_module(obs_part, raw_1, names_raw, ["z", "bias"]),
                         dict(zip(names_raw, (x.numpy() for x in raw_1), strict=True))),
-        "actor_head": (_trace(actor_part, (z, bias), ["z", "bias"], ["actions", "joint_pos_target"]),
+        "actor_head": (trace_module(actor_part, (z, bias), ["z", "bias"], ["actions", "joint_pos_target"]),
                        {"z": z.numpy(), "bias": bias.numpy()}),
         "empty_call": (_add_chain(0, 29), {"x": np.zeros((1, 29), np.float32)}),
         "add_chain_1": (_add_chain(1), {"x": np.zeros((1, 302), np.float32)}),
         "add_chain_61": (_add_chain(61), {"x": np.zeros((1, 302), np.float32)}),
     }  # fmt: skip
-    fns = {}
-    for k, (m, f) in models.items():
-        binding = (sess := _session(m, 1)).io_binding()
-        for name, v in f.items():
-            binding.bind_cpu_input(name, v)
-        for o in sess.get_outputs():
-            binding.bind_output(o.name, "cpu")
-        fns[f"onnxruntime.anatomy.{k}"] = lambda s=sess, b=binding: s.run_with_iobinding(b)
-    nodes = {k: sum(n.op_type != "Constant" for n in onnx.load_from_string(m).graph.node)
-             for k, (m, _) in models.items()}  # fmt: skip
+    fns = {f"onnxruntime.anatomy.{k}": _bound(_session(m.SerializeToString(), 1), f, all_outputs=True)
+           for k, (m, f) in models.items()}  # fmt: skip
+    nodes = {k: sum(n.op_type != "Constant" for n in m.graph.node) for k, (m, _) in models.items()}
     return fns, nodes
 
 
@@ -240,7 +221,7 @@ def main() -> None:
         qd64 = torch.cat((raw_b[2], raw_b[3], raw_b[5]), -1).double()
         obs_b = om64(q64, qd64, raw_b[6]).float()
     obs_in = {"b": (obs_b, raw_b[6]), "1": (obs_b[17:18].clone(), raw_b[6][17:18].clone())}
-    names_raw = ("base_pos", "base_quat", "base_lin_vel", "base_ang_vel", "joint_pos", "joint_vel", "time_step")
+    names_raw = RAW_INPUTS
     feeds = {
         ("raw", "1"): dict(zip(names_raw, (x.numpy() for x in raw_1), strict=True)),
         ("raw", "b"): dict(zip(names_raw, (x.numpy() for x in raw_b), strict=True)),

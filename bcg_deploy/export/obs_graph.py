@@ -463,15 +463,27 @@ class FastRawPolicy(nn.Module):
         for k in FRAME_ARRAYS:
             self.register_buffer(f"ref_{k}", getattr(om, f"ref_{k}")[cur].to(f32).clone())
 
-    def forward(self, base_pos, base_quat, base_lin_vel, base_ang_vel, joint_pos, joint_vel, time_step):
-        inputs = {"base_pos": base_pos, "base_quat": base_quat, "base_lin_vel": base_lin_vel,
-                  "base_ang_vel": base_ang_vel, "joint_pos": joint_pos, "joint_vel": joint_vel}  # fmt: skip
+    def actor_input(
+        self, inputs: dict[str, torch.Tensor], time_step: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(normalised actor-visible entries, first-layer bias, both in the actor's dtype; table row [B, 1])."""
         row = self.obs.row_index(time_step)
         z, bias = self.obs.features(inputs, row, self.actor.table, self.actor.hidden)
         z = self.obs.normalise(z)
         adt = self.actor.w0.dtype
-        action = self.actor(z if z.dtype == adt else z.to(adt), bias if bias.dtype == adt else bias.to(adt))
+        return (z if z.dtype == adt else z.to(adt)), (bias if bias.dtype == adt else bias.to(adt)), row
+
+    def act(self, z: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(actions, joint position targets clipped to the joint limits) from ``actor_input``'s output."""
+        action = self.actor(z, bias)
+        adt = action.dtype
         # one Gemm: offset + action @ diag(scale)
         target = torch.addmm(self.offset.to(adt), action, self.scale.to(adt))
-        target = torch.minimum(torch.maximum(target, self.lo), self.hi)
+        return action, torch.minimum(torch.maximum(target, self.lo), self.hi)
+
+    def forward(self, base_pos, base_quat, base_lin_vel, base_ang_vel, joint_pos, joint_vel, time_step):
+        inputs = {"base_pos": base_pos, "base_quat": base_quat, "base_lin_vel": base_lin_vel,
+                  "base_ang_vel": base_ang_vel, "joint_pos": joint_pos, "joint_vel": joint_vel}  # fmt: skip
+        z, bias, row = self.actor_input(inputs, time_step)
+        action, target = self.act(z, bias)
         return (action, target) + tuple(gather_rows(getattr(self, f"ref_{k}"), row) for k in FRAME_ARRAYS)
