@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 from pathlib import Path
 
 from bcg_deploy.errors import BcgdError
-
-_UMASK = os.umask(0)  # read once at import (os.umask can only be read by setting it)
-os.umask(_UMASK)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
@@ -20,9 +17,10 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp's 0600 -> what open() would have given
-        with os.fdopen(fd, "wb") as fh:
+        # a fresh name opened exclusively: open() gives it the umask's permissions (mkstemp would give 0600)
+        name = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        with open(name, "xb") as fh:
+            tmp = name  # ours from here on: removed on failure
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
