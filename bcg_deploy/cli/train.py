@@ -121,6 +121,9 @@ def train_cmd(
     sigma_p: float | None = typer.Option(None, "--sigma-p", help="BCG foot position perturbation std, m (0.01)."),
     sigma_v: float | None = typer.Option(None, "--sigma-v", help="BCG foot velocity perturbation std, m/s (0.02)."),
     tau: float | None = typer.Option(None, "--tau", help="BCG trigger: per-foot normal force above tau, N (400)."),
+    obs: str | None = typer.Option(
+        None, "--obs", help="Actor observation profile: paper (default), beyondmimic, beyondmimic_wose, unitree."
+    ),
 ) -> None:
     """Train a motion-imitation policy (SHAC + ADD) and write run.pt, metrics.jsonl, TensorBoard logs."""
     from bcg_deploy.training.runner import train
@@ -131,6 +134,8 @@ def train_cmd(
         raise BcgdError("give either TASK or --motion FILE.csv, not both")
     bcg = {"enabled": bundle, "num_branches": branches, "horizon": bundle_steps, "sigma_p": sigma_p,
            "sigma_v": sigma_v, "tau": tau}  # fmt: skip
+    if obs is not None:
+        overrides = [*overrides, f"env.obs_profile={obs}"]
     cfg = build_config(task, motion, start, duration, envs, iterations, horizon, device, kappa, seed, out,
                        save_every, overrides, resume, bcg)  # fmt: skip
     src = cfg.motion.csv or cfg.motion.task

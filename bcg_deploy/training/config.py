@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.profiles import PROFILES
 
 TASKS = ("run", "jump", "fight", "dance")
 
@@ -66,6 +67,9 @@ class EnvCfg:
     """Early termination when the mean per-body position error to the reference exceeds this (m); None: off
     (METHOD.md terminates on falls only). Stops a policy from buying episode length by giving up on a
     travelling clip (run), where the reference runs away from a robot that only keeps its balance."""
+    obs_profile: str = "paper"
+    """The actor's observation profile (``bcg_deploy.profiles``): paper (METHOD's 849 values), beyondmimic,
+    beyondmimic_wose or unitree (what those deploy stacks build on board); the critic sees the same, noise-free."""
     obs_noise: bool = True
     """Add the observation module's per-term training noise U(-n, n) to the actor's input."""
     obs_noise_scale: float = 1.0
@@ -245,6 +249,7 @@ class TrainConfig:
             (self.add.batch_size >= 2, "add.batch_size must be >= 2"),
             (self.motion.duration_s > 0, "motion.duration_s must be > 0"),
             (self.motion.csv is not None or self.motion.task in TASKS, f"motion.task must be one of {TASKS}"),
+            (self.env.obs_profile in PROFILES, f"env.obs_profile must be one of {', '.join(PROFILES)}"),
         ]
         for ok, msg in checks:
             if not ok:

@@ -38,7 +38,7 @@ from bcg_deploy.training import domain_rand as dr
 from bcg_deploy.training.add import ADD, action_rate_penalty, add_features, feature_dim
 from bcg_deploy.training.config import TrainConfig
 from bcg_deploy.training.kinematics import axis_angle_quat, quat_mul, quat_normalize, quat_to_mat
-from bcg_deploy.training.observations import ObservationModule
+from bcg_deploy.training.profile_obs import make_observation
 
 # ---------------------------------------------------------------------------------------------
 # transition (the BCG hook)
@@ -158,7 +158,9 @@ class ImitationEnv:
         self.control_dt = cfg.sim.physics_dt * cfg.sim.substeps
         if abs(motion.fps * self.control_dt - 1.0) > 1e-6:
             raise ValueError(f"motion fps {motion.fps} does not match the control rate {1.0 / self.control_dt} Hz")
-        self.obs_module = ObservationModule(robot, motion, dtype=self.dtype).to(self.device)
+        self.obs_profile = cfg.env.obs_profile
+        self.obs_module = make_observation(robot, motion, self.obs_profile, self.dtype).to(self.device)
+        self._reads_action = self.obs_profile != "paper"
         self.kin = self.obs_module.kinematics
         self.obs_dim = self.obs_module.obs_dim
         self.num_actions = robot.num_joints
@@ -260,7 +262,13 @@ class ImitationEnv:
 
     def observe(self) -> torch.Tensor:
         """Noise-free observation [E, O] of the current state (critic input; actor adds ``noisy``)."""
-        return self.obs_module(self.q, self.qd, self.frame)
+        return self._observation(self.q, self.qd, self.last_action)
+
+    def _observation(self, q: torch.Tensor, qd: torch.Tensor, last_action: torch.Tensor) -> torch.Tensor:
+        """The profile's observation of (q, qd) at the current frames (deployable profiles read the action)."""
+        if self._reads_action:
+            return self.obs_module(q, qd, self.frame, last_action)
+        return self.obs_module(q, qd, self.frame)
 
     def noisy(self, obs: torch.Tensor) -> torch.Tensor:
         """The actor's training input: per-term noise U(-n, n) (scaled) when enabled."""
@@ -330,7 +338,7 @@ class ImitationEnv:
         terminated = fell | bad | strayed
         timeout = (self.frame >= self.num_frames - 1) & ~terminated
         done = terminated | timeout
-        obs_before = self.obs_module(q_next, qd_next, self.frame)
+        obs_before = self._observation(q_next, qd_next, action)
         with torch.no_grad():
             self.episode_return = self.episode_return + reward.detach().double()
             info = {

@@ -52,57 +52,15 @@ rotation/key terms carry no sensor noise of their own (decision).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from bcg_deploy.profiles.declarations import FUTURE_STEPS, ObsTerm, make_obs_terms
 from bcg_deploy.robots import RobotSpec
 from bcg_deploy.training.kinematics import Kinematics, quat_to_mat
-
-FUTURE_STEPS = (1, 2, 3)
-
-
-@dataclass(frozen=True)
-class ObsTerm:
-    """One observation term: ``size`` entries (all frames), noise U(-noise, noise) in ``units``."""
-
-    name: str
-    size: int
-    noise: float
-    units: str
-    frame: str
-    description: str
-    future_steps: tuple[int, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["future_steps"] = list(self.future_steps)
-        return d
-
-
-def make_obs_terms(
-    num_bodies: int = 30, num_joints: int = 29, num_key_points: int = 5, future_steps: Sequence[int] = FUTURE_STEPS
-) -> tuple[ObsTerm, ...]:
-    """The observation declaration (order = layout); see the module docstring table."""
-    f = tuple(int(k) for k in future_steps)
-    n = len(f)
-    hb = "robot heading frame (yaw of root)"
-    return (
-        ObsTerm("root_height", 1, 0.01, "m", "world z", "root (pelvis) height"),
-        ObsTerm("root_rot", 6, 0.05, "rad", hb, "root rotation 6D (first two columns of H^T R_root)"),
-        ObsTerm("root_lin_vel", 3, 0.5, "m/s", hb, "root linear velocity"),
-        ObsTerm("root_ang_vel", 3, 0.2, "rad/s", hb, "root angular velocity"),
-        ObsTerm("body_rot", 6 * num_bodies, 0.01, "rad", hb, "body rotations 6D, body_names order"),
-        ObsTerm("joint_vel", num_joints, 0.5, "rad/s", "joint", "hinge rates, joint_names order"),
-        ObsTerm("key_pos", 3 * num_key_points, 0.01, "m", hb, "key points minus root position"),
-        ObsTerm("ref_root_pos", 3 * n, 0.25, "m", hb, "reference root minus robot root position", f),
-        ObsTerm("ref_root_rot", 6 * n, 0.0, "rad", hb, "reference root rotation 6D", f),
-        ObsTerm("ref_body_rot", 6 * num_bodies * n, 0.0, "rad", hb, "reference body rotations 6D", f),
-        ObsTerm("ref_key_pos", 3 * num_key_points * n, 0.0, "m", hb, "reference key points minus reference root", f),
-    )
 
 
 def _terms_from(spec_or_terms: Sequence[ObsTerm] | Sequence[Mapping[str, Any]]) -> dict[str, float]:

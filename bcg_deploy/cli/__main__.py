@@ -1,0 +1,3 @@
+from bcg_deploy.cli import main
+
+main()

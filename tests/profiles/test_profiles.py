@@ -1,0 +1,157 @@
+"""The observation profiles: declarations as the consumers declare them, maths against MuJoCo, training
+with a deployable profile (plain SHAC and SHAC + BCG) recording it in run.pt."""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from bcg_deploy.cli import _register, app
+from bcg_deploy.errors import BcgdError
+from bcg_deploy.profiles import PROFILES, get_profile, make_obs_terms, profile_of_config
+from bcg_deploy.profiles.terms import align_reference, yaw_only
+from bcg_deploy.robots import load_robot
+from bcg_deploy.training import checkpoint as ckpt_io
+from bcg_deploy.training.observations import ObservationModule
+from bcg_deploy.training.profile_obs import ProfileObservation
+
+from ..training.conftest import tiny_cfg
+
+
+def test_paper_profile_is_the_849_observation():
+    robot = load_robot("g1")
+    paper = get_profile("paper")
+    assert paper.obs_dim == 849 and paper.terms == make_obs_terms()
+    assert paper.spec() == ObservationModule(robot, _clip(robot)).spec()
+
+
+def test_deployable_layouts():
+    """whole_body_tracking tracking_env_cfg.py:118-129 (order, noise), flat_env_cfg.py:38-39 (WoSE drops two);
+    unitree_rl_mjlab deploy.yaml:17-53 (names, order)."""
+    bm = get_profile("beyondmimic")
+    assert bm.term_names == ("command", "motion_anchor_pos_b", "motion_anchor_ori_b", "base_lin_vel",
+                             "base_ang_vel", "joint_pos", "joint_vel", "actions")  # fmt: skip
+    assert [t.size for t in bm.terms] == [58, 3, 6, 3, 3, 29, 29, 29] and bm.obs_dim == 160
+    assert [t.noise for t in bm.terms] == [0.0, 0.25, 0.05, 0.5, 0.2, 0.01, 0.5, 0.0]
+    wose = get_profile("beyondmimic_wose")
+    assert wose.term_names == tuple(n for n in bm.term_names if n not in ("motion_anchor_pos_b", "base_lin_vel"))
+    un = get_profile("unitree")
+    assert un.term_names == ("motion_command", "motion_anchor_ori_b", "base_ang_vel", "joint_pos_rel",
+                             "joint_vel_rel", "last_action")  # fmt: skip
+    assert [t.quantity for t in un.terms] == [t.quantity for t in wose.terms]
+    for p in PROFILES.values():
+        assert all(p.signal(n) for n in p.term_names)
+    with pytest.raises(BcgdError, match="observation profile 'nope'"):
+        get_profile("nope")
+    assert profile_of_config({"env": {"num_envs": 2}}) == "paper"  # old checkpoints
+
+
+def _clip(robot, n=6, seed=0):
+    """Reference arrays from MuJoCo FK of a few random poses (Motion layout)."""
+    rng = np.random.default_rng(seed)
+    m = robot.load_model()
+    d = mujoco.MjData(m)
+    out = {k: [] for k in ("root_pos", "root_quat", "joint_pos", "joint_vel", "body_pos_w", "body_quat_w",
+                           "body_lin_vel_w", "body_ang_vel_w")}  # fmt: skip
+    for _ in range(n):
+        q = _random_q(robot, rng)
+        d.qpos[:] = q
+        mujoco.mj_kinematics(m, d)
+        out["root_pos"].append(q[:3])
+        out["root_quat"].append(q[3:7])
+        out["joint_pos"].append(q[7:])
+        out["joint_vel"].append(rng.normal(size=robot.num_joints))
+        out["body_pos_w"].append(d.xpos[1:].copy())
+        out["body_quat_w"].append(d.xquat[1:].copy())
+        out["body_lin_vel_w"].append(rng.normal(size=(m.nbody - 1, 3)))
+        out["body_ang_vel_w"].append(rng.normal(size=(m.nbody - 1, 3)))
+    return {k: np.asarray(v) for k, v in out.items()}
+
+
+def _random_q(robot, rng):
+    quat = rng.normal(size=4)
+    return np.concatenate(([0.1, -0.2, 0.8], quat / np.linalg.norm(quat), robot.default_joint_pos
+                           + rng.uniform(-0.3, 0.3, robot.num_joints)))  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["beyondmimic", "beyondmimic_wose", "unitree"])
+def test_profile_maths_against_mujoco(name):
+    """Each term from first principles on MuJoCo's xpos/xmat (the anchor is torso_link)."""
+    robot = load_robot("g1")
+    clip = _clip(robot)
+    mod = ProfileObservation(robot, clip, name, dtype=torch.float64)
+    rng = np.random.default_rng(1)
+    m = robot.load_model()
+    d = mujoco.MjData(m)
+    q = _random_q(robot, rng)
+    qd = rng.normal(size=m.nv)
+    act = rng.uniform(-1, 1, robot.num_joints)
+    t = 3
+    obs = mod(torch.as_tensor(q)[None], torch.as_tensor(qd)[None], torch.tensor([t]), torch.as_tensor(act)[None])
+    d.qpos[:] = q
+    mujoco.mj_kinematics(m, d)
+    torso = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "torso_link")
+    ra, pa = d.xmat[torso].reshape(3, 3), d.xpos[torso]
+    ti = robot.body_names.index("torso_link")
+    rm = np.zeros(9)
+    mujoco.mju_quat2Mat(rm, clip["body_quat_w"][t, ti])
+    rel = ra.T @ rm.reshape(3, 3)
+    expect = {
+        "motion_command": np.concatenate((clip["joint_pos"][t], clip["joint_vel"][t])),
+        "motion_anchor_pos_b": ra.T @ (clip["body_pos_w"][t, ti] - pa),
+        "motion_anchor_ori_b": rel[:, :2].reshape(-1),
+        "base_lin_vel_b": d.xmat[1].reshape(3, 3).T @ qd[:3],
+        "base_ang_vel_b": qd[3:6],
+        "joint_pos_rel": q[7:] - robot.default_joint_pos,
+        "joint_vel_rel": qd[6:],
+        "last_action": act,
+    }
+    want = np.concatenate([expect[t.quantity] for t in get_profile(name).terms])
+    np.testing.assert_allclose(obs[0].numpy(), want, atol=1e-10)
+
+
+def test_align_reference_matches_the_controller_formula():
+    """motion_tracking_controller src/MotionCommand.cpp:37-42: worldToInit = worldToAnchor * initToAnchor^-1
+    with both rotations reduced to yaw; the start frame's anchor lands on the robot's in position and yaw."""
+    rng = np.random.default_rng(2)
+    mats = []
+    for _ in range(2):
+        r = np.zeros(9)
+        qq = rng.normal(size=4)
+        mujoco.mju_quat2Mat(r, qq / np.linalg.norm(qq))
+        mats.append(torch.as_tensor(r.reshape(1, 3, 3)))
+    p_robot, p_ref = torch.as_tensor(rng.normal(size=(1, 3))), torch.as_tensor(rng.normal(size=(1, 3)))
+    r, p = align_reference(p_robot, mats[0], p_ref, mats[1])
+    torch.testing.assert_close((r @ p_ref[..., None])[..., 0] + p, p_robot)
+    torch.testing.assert_close(yaw_only(r @ mats[1]), yaw_only(mats[0]))
+
+
+@pytest.mark.parametrize("bundle", [False, True])
+def test_train_with_beyondmimic_records_profile(tmp_path, bundle):
+    """``bcgd train dance --obs beyondmimic`` (plain SHAC and --bundle): run.pt has the 160-dim actor and
+    the profile in its config and observation spec."""
+    _register()
+    args = ["train", "dance", "--obs", "beyondmimic", "--envs", "2", "--horizon", "2", "--iterations", "1",
+            "--out", str(tmp_path), "--bundle" if bundle else "--no-bundle",
+            *[x for o in ("shac.actor_hidden=8", "shac.critic_hidden=8", "add.hidden=8", "shac.critic_iterations=1",
+                          "runner.tensorboard=false", "bcg.num_branches=2", "bcg.tau=0")
+              for x in ("--set", o)]]  # fmt: skip
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    ck = ckpt_io.load_checkpoint(tmp_path / "run.pt")
+    assert ck["config"]["env"]["obs_profile"] == "beyondmimic"
+    assert [t["name"] for t in ck["observation"]] == list(get_profile("beyondmimic").term_names)
+    assert ck["obs_normalizer"]["mean"].shape[-1] == 160
+
+
+def test_unknown_profile_is_one_line_error(tmp_path):
+    _register()
+    r = CliRunner().invoke(app, ["train", "dance", "--obs", "nope", "--iterations", "1", "--out", str(tmp_path)])
+    assert isinstance(r.exception, BcgdError) and "env.obs_profile must be one of" in str(r.exception)
+
+
+def test_tiny_cfg_paper_default():
+    assert tiny_cfg().env.obs_profile == "paper"
