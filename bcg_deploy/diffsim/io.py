@@ -260,6 +260,7 @@ def make_step_data(
     bias_midpoint: bool = False,
     shared_grads: StepData | None = None,
     extra_layout: tuple = (),
+    grads: bool = True,
 ) -> StepData:
     """Allocate one control step's arrays in two flat torch buffers (forward values and adjoints).
 
@@ -268,11 +269,18 @@ def make_step_data(
     ``integrator.record_step``). The adjoints are only live during the step's backward call (its input
     adjoints are copied out at its end), so steps may share them: ``shared_grads`` (a StepData of the
     same layout) lends its adjoint buffer, which halves the tape's memory and keeps the adjoints in
-    cache from one step's backward to the next. ``qLD`` has no adjoint.
+    cache from one step's backward to the next. ``qLD`` has no adjoint. ``grads=False`` allocates no
+    adjoints at all (a forward-only step: its launches must be recorded without gradients).
     """
     layout = step_layout(m, num_envs, substeps, bias_midpoint, extra_layout)
     tdt, dev = m.types.torch_dtype, m.device
     fwd, arrays, views, _, _ = _allocate(layout, [n for n, *_ in layout], tdt, dev, zero=False)
+    if not grads:
+        return StepData(
+            arrays=arrays, grads={}, views=views, grad_views={}, fwd_buffer=fwd,
+            grad_buffer=torch.empty(0, dtype=tdt, device=fwd.device), grad_flat=None, grad_blocks=[], fwd_cmds=[],
+            adj_cmds=[],
+        )  # fmt: skip
     if shared_grads is not None:
         g = shared_grads
         return StepData(

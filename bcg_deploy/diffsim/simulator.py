@@ -329,7 +329,9 @@ class Simulator:
         if grad and self._grad_owner is None:
             self._grad_owner = make_step_data(self.model, num_envs, substeps, midpoint, extra_layout=extra)
         shared = self._grad_owner if grad else None
-        d = make_step_data(self.model, num_envs, substeps, midpoint, shared_grads=shared, extra_layout=extra)
+        d = make_step_data(
+            self.model, num_envs, substeps, midpoint, shared_grads=shared, extra_layout=extra, grads=grad
+        )
         contact = (self._contact_kernels, self.contact) if self.contact is not None else None
         integrator.record_step(
             self.model, self.kernels, d, self.cfg.physics_dt, self._zero_frc, self._zero_frc, grad,
@@ -415,7 +417,7 @@ class Simulator:
         d = self._eval_data.get(batch)
         if d is None:
             m = self.model
-            d = make_step_data(m, batch, 1)
+            d = make_step_data(m, batch, 1, grads=False)
             d.qfrc_applied = wp.zeros((batch, self.nv), dtype=self.types.scalar, device=self.device)
             rec = Recorder(self.device, batch, grad=False)
             integrator.record_substep(

@@ -74,6 +74,26 @@ def test_grad_and_no_grad_paths_agree():
     np.testing.assert_allclose(a.q.numpy(), b.q.detach().numpy(), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("contact", [False, True])
+def test_forward_only_step_has_no_tape_and_no_adjoint_buffers(contact):
+    """``step`` without gradient records no adjoint launches, allocates no adjoint memory, and returns
+    exactly what the differentiable path's forward returns (states and contact outputs)."""
+    kw = {"contact": True, "pd_damping": "implicit"} if contact else {}
+    sim = get_sim("float64", num_envs=E, **kw)
+    q, qd = random_states(E, seed=31)
+    if contact:
+        q[:, 2] = 0.78  # standing height: the feet touch the floor
+    qt = random_targets(q, seed=32)
+    with torch.no_grad():
+        a = sim.step(t64(q), t64(qd), t64(qt))
+    d = sim._nograd_data
+    assert d is not None and d.adj_cmds == [] and d.grads == {} and d.grad_buffer.numel() == 0
+    b = sim.step(t64(q), t64(qd), t64(qt).requires_grad_(True))
+    assert torch.equal(a.q, b.q.detach()) and torch.equal(a.qd, b.qd.detach())
+    if contact:
+        assert torch.equal(a.foot_force, b.foot_force) and torch.equal(a.contact_depth, b.contact_depth)
+
+
 def test_per_env_gain_override_changes_only_that_env():
     sim = get_sim("float64", num_envs=3, substeps=2)
     q, qd = random_states(3, seed=31)
