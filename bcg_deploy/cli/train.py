@@ -14,7 +14,7 @@ from rich.progress import BarColumn, Progress, TextColumn
 
 from bcg_deploy.cli import app, console, err_console
 from bcg_deploy.errors import BcgdError
-from bcg_deploy.training.config import TASKS, TrainConfig, apply_overrides
+from bcg_deploy.training.config import TASKS, TrainConfig, apply_overrides, ppo_defaults
 
 
 def _fmt(v: float | None, spec: str) -> str:
@@ -39,11 +39,14 @@ def build_config(
     overrides: list[str],
     resume: Path | None,
     bcg: dict | None = None,
+    algo: str = "shac",
 ) -> TrainConfig:
     """The run's config: defaults (or the resumed run's config) + the options given + ``--set``.
 
-    ``bcg`` maps ``BCGCfg`` field names (enabled, num_branches, horizon, sigma_p, sigma_v, tau) to the
-    values given on the command line (None = not given); they may change on resume.
+    ``algo`` "ppo" starts from the paper's PPO scale (``config.ppo_defaults``); there ``horizon`` is PPO's
+    rollout length (``ppo.num_steps_per_env``). ``bcg`` maps ``BCGCfg`` field names (enabled, num_branches,
+    horizon, sigma_p, sigma_v, tau) to the values given on the command line (None = not given); they may
+    change on resume.
     """
     if resume is not None:
         from bcg_deploy.training.runner import resume_config
@@ -64,7 +67,9 @@ def build_config(
         if changed:
             raise BcgdError(f"--resume continues the stored run; {', '.join(changed)} cannot change (use a new run)")
     else:
-        cfg = TrainConfig()
+        if algo not in ("shac", "ppo"):
+            raise BcgdError(f"--algo {algo!r}: expected shac or ppo")
+        cfg = ppo_defaults(TrainConfig()) if algo == "ppo" else TrainConfig()
         if motion is not None:
             cfg.motion.csv = str(motion)
             cfg.motion.start_s = 0.0 if start is None else start
@@ -80,7 +85,7 @@ def build_config(
     for value, setter in (
         (envs, lambda v: setattr(cfg.env, "num_envs", v)),
         (iterations, lambda v: setattr(cfg.runner, "iterations", v)),
-        (horizon, lambda v: setattr(cfg.shac, "horizon", v)),
+        (horizon, lambda v: setattr(cfg.ppo if cfg.algo == "ppo" else cfg.shac, _horizon_field(cfg), v)),
         (device, lambda v: setattr(cfg.runner, "device", v)),
         (kappa, lambda v: setattr(cfg.sim, "kappa", v)),
         (seed, lambda v: setattr(cfg.runner, "seed", v)),
@@ -93,6 +98,10 @@ def build_config(
             setattr(cfg.bcg, name, value)
     apply_overrides(cfg, overrides)
     return cfg.validate()
+
+
+def _horizon_field(cfg: TrainConfig) -> str:
+    return "num_steps_per_env" if cfg.algo == "ppo" else "horizon"
 
 
 @app.command("train")
@@ -124,6 +133,12 @@ def train_cmd(
     obs: str | None = typer.Option(
         None, "--obs", help="Actor observation profile: paper (default), beyondmimic, beyondmimic_wose, unitree."
     ),
+    algo: str = typer.Option(
+        "shac",
+        "--algo",
+        help="shac (through the differentiable simulator) or ppo (rsl_rl, forward-only; paper "
+        "defaults 4096 envs x 24 steps x 3000 iterations, --horizon = rollout steps; needs bcg-deploy[ppo]).",
+    ),
 ) -> None:
     """Train a motion-imitation policy (SHAC + ADD) and write run.pt, metrics.jsonl, TensorBoard logs."""
     from bcg_deploy.training.runner import train
@@ -137,12 +152,15 @@ def train_cmd(
     if obs is not None:
         overrides = [*overrides, f"env.obs_profile={obs}"]
     cfg = build_config(task, motion, start, duration, envs, iterations, horizon, device, kappa, seed, out,
-                       save_every, overrides, resume, bcg)  # fmt: skip
+                       save_every, overrides, resume, bcg, algo)  # fmt: skip
     src = cfg.motion.csv or cfg.motion.task
     b = cfg.bcg
     bcg_note = f"BCG B {b.num_branches} H {b.horizon} tau {b.tau:g} N" if b.enabled else "plain SHAC (no BCG)"
+    if cfg.algo == "ppo":
+        bcg_note = "PPO (rsl_rl, forward-only simulator)"
+    horizon_now = getattr(cfg.ppo if cfg.algo == "ppo" else cfg.shac, _horizon_field(cfg))
     console.print(
-        f"[bold]bcgd train[/] {src}  envs {cfg.env.num_envs}  horizon {cfg.shac.horizon}  "
+        f"[bold]bcgd train[/] {src}  envs {cfg.env.num_envs}  horizon {horizon_now}  "
         f"iterations {cfg.runner.iterations}  kappa {cfg.sim.kappa:g}  device {cfg.runner.device}  "
         f"seed {cfg.runner.seed}  {bcg_note}  -> {cfg.runner.out_dir}" + (f"  (resume {resume})" if resume else "")
     )

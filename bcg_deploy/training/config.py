@@ -172,6 +172,48 @@ class SHACCfg:
 
 
 @dataclass
+class PPOCfg:
+    """PPO (rsl_rl's implementation; ``training/ppo.py``) with the paper's settings as defaults.
+
+    Same env, observation, ADD reward, terminations and domain randomisation as SHAC; the simulator runs
+    forward-only. The networks are SHAC's (``networks.Actor`` / ``Critic``: Linear-ELU-LayerNorm blocks)
+    so that run.pt exports unchanged; the policy is a Gaussian over the pre-tanh action (the env applies
+    tanh, as SHAC's actor does), with a learned state-independent std. ``algo="ppo"`` runs also default
+    ``env.num_envs`` to ``num_envs`` and ``runner.iterations`` to ``iterations`` (``ppo_defaults``).
+    """
+
+    num_envs: int = 4096
+    """Parallel environments (paper: 4096)."""
+    iterations: int = 3000
+    """PPO iterations (paper: 3000; 4096 x 24 x 3000 = 295 M env steps)."""
+    num_steps_per_env: int = 24
+    """Rollout length per iteration (control steps)."""
+    learning_rate: float = 1e-3
+    schedule: Literal["adaptive", "fixed"] = "adaptive"
+    """Adaptive: the rate is divided / multiplied by 1.5 when the KL leaves [KL*/2, 2 KL*] (rsl_rl)."""
+    desired_kl: float = 0.01
+    """KL* of the adaptive schedule."""
+    num_learning_epochs: int = 5
+    num_mini_batches: int = 4
+    clip_param: float = 0.2
+    entropy_coef: float = 0.0
+    value_loss_coef: float = 1.0
+    use_clipped_value_loss: bool = True
+    max_grad_norm: float = 1.0
+    gamma: float = 0.99
+    lam: float = 0.95
+    """GAE lambda."""
+    init_std: float = 0.3
+    """Initial policy std (pre-tanh), learned per action."""
+    actor_hidden: tuple[int, ...] = (512, 256, 128)
+    """As SHAC's actor."""
+    critic_hidden: tuple[int, ...] = (256, 256)
+    """As SHAC's critic."""
+    normalize_obs: bool = True
+    """Empirical observation normalisation (running mean / variance, ``normalizer.RunningNormalizer``)."""
+
+
+@dataclass
 class BCGCfg:
     """Bundled Contact Gradients (METHOD.md section 4; ``training/bcg.py``). ``enabled=False`` is plain SHAC."""
 
@@ -223,12 +265,15 @@ class DebugCfg:
 @dataclass
 class TrainConfig:
     robot: str = "g1"
+    algo: Literal["shac", "ppo"] = "shac"
+    """Training algorithm: SHAC through the differentiable simulator, or PPO (rsl_rl) forward-only."""
     motion: MotionCfg = field(default_factory=MotionCfg)
     sim: SimCfg = field(default_factory=SimCfg)
     env: EnvCfg = field(default_factory=EnvCfg)
     domain_rand: DomainRandCfg = field(default_factory=DomainRandCfg)
     add: ADDCfg = field(default_factory=ADDCfg)
     shac: SHACCfg = field(default_factory=SHACCfg)
+    ppo: PPOCfg = field(default_factory=PPOCfg)
     bcg: BCGCfg = field(default_factory=BCGCfg)
     runner: RunnerCfg = field(default_factory=RunnerCfg)
     debug: DebugCfg = field(default_factory=DebugCfg)
@@ -251,6 +296,17 @@ class TrainConfig:
             (self.motion.csv is not None or self.motion.task in TASKS, f"motion.task must be one of {TASKS}"),
             (self.env.obs_profile in PROFILES, f"env.obs_profile must be one of {', '.join(PROFILES)}"),
         ]
+        if self.algo == "ppo":
+            p = self.ppo
+            checks += [
+                (p.num_steps_per_env >= 1, "ppo.num_steps_per_env must be >= 1"),
+                (p.num_learning_epochs >= 1, "ppo.num_learning_epochs must be >= 1"),
+                (p.num_mini_batches >= 1, "ppo.num_mini_batches must be >= 1"),
+                (self.env.num_envs * p.num_steps_per_env >= p.num_mini_batches, "ppo: fewer samples than minibatches"),
+                (p.init_std > 0, "ppo.init_std must be > 0"),
+                (0 < p.gamma < 1, "ppo.gamma must be in (0, 1)"),
+                (not self.bcg.enabled, "bcg: bundled contact gradients are a SHAC method; PPO uses no gradients"),
+            ]
         for ok, msg in checks:
             if not ok:
                 raise BcgdError(msg)
@@ -259,6 +315,15 @@ class TrainConfig:
 
             check_bcg_cfg(self.bcg)
         return self
+
+
+def ppo_defaults(cfg: TrainConfig) -> TrainConfig:
+    """Switch ``cfg`` to PPO with the paper's scale: ``algo="ppo"``, ``env.num_envs = ppo.num_envs``,
+    ``runner.iterations = ppo.iterations`` (in place; returns ``cfg``)."""
+    cfg.algo = "ppo"
+    cfg.env.num_envs = cfg.ppo.num_envs
+    cfg.runner.iterations = cfg.ppo.iterations
+    return cfg
 
 
 # ---------------------------------------------------------------------------------------------

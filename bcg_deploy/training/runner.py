@@ -367,6 +367,12 @@ def train(
     motion: Motion | None = None,
     sim: Any = None,
 ) -> TrainResult:
-    """Train (or resume) a policy; see the module docstring."""
+    """Train (or resume) a policy; see the module docstring. ``cfg.algo == "ppo"`` runs ``ppo.train_ppo``."""
+    if cfg.algo == "ppo":
+        if resume is not None:
+            raise BcgdError("--resume is not available for --algo ppo runs yet (start a new run)")
+        from bcg_deploy.training.ppo import train_ppo
+
+        return train_ppo(cfg, on_iteration=on_iteration, on_event=on_event, motion=motion, sim=sim)
     trainer = Trainer(cfg, resume=resume, motion=motion, sim=sim, on_iteration=on_iteration, on_event=on_event)
     return trainer.run()
