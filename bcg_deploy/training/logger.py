@@ -11,6 +11,8 @@ import math
 import os
 from pathlib import Path
 
+import numpy as np
+
 
 def _plain(v):
     if isinstance(v, float) and not math.isfinite(v):
@@ -73,6 +75,21 @@ class MetricsLogger:
         self._file.close()
         if self._tb is not None:
             self._tb.close()
+
+
+def episode_metrics(stats: dict, episode_len, episode_return) -> dict:  # noqa: ANN001 - sized iterables
+    """A rollout's episode figures: mean length / return over the recent episodes (``episode_len``,
+    ``episode_return``: the last ones ended, control steps and summed reward), and the rollout's counts
+    (``stats``: ``episode_len`` list, ``fell``, ``strayed``, ``timeout``, ``diverged``)."""
+    return {
+        "episode_length": float(np.mean(episode_len)) if len(episode_len) else math.nan,
+        "episode_return": float(np.mean(episode_return)) if len(episode_return) else math.nan,
+        "episodes_done": len(stats["episode_len"]),
+        "falls": stats["fell"],
+        "strayed": stats["strayed"],
+        "timeouts": stats["timeout"],
+        "diverged": stats["diverged"],
+    }
 
 
 def read_metrics(run_dir: Path) -> list[dict]:

@@ -30,7 +30,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -38,8 +37,10 @@ from bcg_deploy.errors import BcgdError
 from bcg_deploy.motions.motion import Motion
 from bcg_deploy.training import checkpoint as ckpt_io
 from bcg_deploy.training.config import PPOCfg, TrainConfig, to_dict
+from bcg_deploy.training.logger import MetricsLogger, episode_metrics
 from bcg_deploy.training.networks import mlp
 from bcg_deploy.training.normalizer import RunningNormalizer
+from bcg_deploy.training.runner import CHECKPOINT_NAME, Trainer, TrainResult
 
 try:
     from rsl_rl.algorithms import PPO
@@ -159,7 +160,6 @@ class PPOTrainer:
         from bcg_deploy.robots import load_robot
         from bcg_deploy.training.add import ADD
         from bcg_deploy.training.env import ImitationEnv
-        from bcg_deploy.training.logger import MetricsLogger
         from bcg_deploy.training.runner import _device, load_motion, seed_everything
         from bcg_deploy.training.vec_env import ImitationVecEnv
 
@@ -254,13 +254,7 @@ class PPOTrainer:
             "reward_add": mean("reward_add"),
             "reward_action_rate": mean("reward_action_rate"),
             "tracking_error_cm": float(torch.nanmean(track)) * 100.0 if bool(torch.isfinite(track).any()) else math.nan,
-            "episode_length": float(np.mean(self.episode_len)) if self.episode_len else math.nan,
-            "episode_return": float(np.mean(self.episode_return)) if self.episode_return else math.nan,
-            "episodes_done": len(st["episode_len"]),
-            "falls": st["fell"],
-            "strayed": st["strayed"],
-            "timeouts": st["timeout"],
-            "diverged": st["diverged"],
+            **episode_metrics(st, self.episode_len, self.episode_return),
             "action_std": float(self.alg.actor.distribution.log_std_param.detach().exp().mean()),
             "learning_rate": float(self.alg.learning_rate),
             **{("ppo_entropy" if k == "entropy" else f"ppo_{k}_loss"): float(v) for k, v in losses.items()},
@@ -302,8 +296,6 @@ class PPOTrainer:
 
     def save(self) -> Path | None:
         """Write run.pt atomically unless the model is non-finite (then log and keep the old file)."""
-        from bcg_deploy.training.runner import CHECKPOINT_NAME
-
         path = self.run_dir / CHECKPOINT_NAME
         try:
             ckpt_io.save_checkpoint(path, self.payload())
@@ -312,28 +304,8 @@ class PPOTrainer:
             return None
         return path
 
-    def run(self):  # noqa: ANN201 - runner.TrainResult
-        from bcg_deploy.training.logger import plot_learning_curve
-        from bcg_deploy.training.runner import TrainResult
-
-        rc = self.cfg.runner
-        end = rc.iterations if rc.stop_at <= 0 else min(rc.stop_at, rc.iterations)
-        saved: Path | None = None
-        try:
-            while self.iteration < end:
-                self.step()
-                if self.iteration % rc.save_every == 0 or self.iteration == end:
-                    saved = self.save() or saved
-        except KeyboardInterrupt:
-            self._event("interrupted", f"stopped at iteration {self.iteration}; saving")
-            saved = self.save() or saved
-        finally:
-            self.logger.close()
-        try:
-            plot_learning_curve(self.run_dir)
-        except Exception as exc:  # noqa: BLE001 - a plot must never fail a run
-            self._event("plot_failed", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-        return TrainResult(self.run_dir, saved, self.iteration, self.last_metrics, self.events)
+    run = Trainer.run
+    """Iterate to ``runner.iterations`` (or ``stop_at``), saving every ``save_every``; ``runner.Trainer.run``."""
 
 
 def _write_config(run_dir: Path, cfg: TrainConfig) -> None:
@@ -351,6 +323,6 @@ def train_ppo(
     on_event: Callable[[dict], None] | None = None,
     motion: Motion | None = None,
     sim: Any = None,
-):  # noqa: ANN201 - runner.TrainResult
+) -> TrainResult:
     """Train a PPO policy; see the module docstring."""
     return PPOTrainer(cfg, motion=motion, sim=sim, on_iteration=on_iteration, on_event=on_event).run()

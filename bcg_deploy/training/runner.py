@@ -31,7 +31,7 @@ from bcg_deploy.training import checkpoint as ckpt_io
 from bcg_deploy.training.add import ADD
 from bcg_deploy.training.config import MotionCfg, TrainConfig, from_dict, to_dict
 from bcg_deploy.training.env import ImitationEnv, SimTransition, Transition
-from bcg_deploy.training.logger import MetricsLogger, plot_learning_curve
+from bcg_deploy.training.logger import MetricsLogger, episode_metrics, plot_learning_curve
 from bcg_deploy.training.shac import SHAC
 
 CHECKPOINT_NAME = "run.pt"
@@ -266,13 +266,7 @@ class Trainer:
             "reward_add": float(torch.stack(st["reward_add"]).mean()),
             "reward_action_rate": float(torch.stack(st["reward_action_rate"]).mean()),
             "tracking_error_cm": track_cm,
-            "episode_length": float(np.mean(self.episode_len)) if self.episode_len else math.nan,
-            "episode_return": float(np.mean(self.episode_return)) if self.episode_return else math.nan,
-            "episodes_done": len(st["episode_len"]),
-            "falls": st["fell"],
-            "strayed": st["strayed"],
-            "timeouts": st["timeout"],
-            "diverged": st["diverged"],
+            **episode_metrics(st, self.episode_len, self.episode_return),
             "action_std": float(self.shac.actor.std.detach().mean()),
             "actor_lr": a_lr,
             "critic_lr": c_lr,
