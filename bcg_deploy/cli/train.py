@@ -139,6 +139,9 @@ def train_cmd(
         help="shac (through the differentiable simulator) or ppo (rsl_rl, forward-only; paper "
         "defaults 4096 envs x 24 steps x 3000 iterations, --horizon = rollout steps; needs bcg-deploy[ppo]).",
     ),
+    deterministic: bool = typer.Option(
+        False, "--deterministic", help="Deterministic kernels for checks (torch + Warp on CUDA; slower)."
+    ),
 ) -> None:
     """Train a motion-imitation policy (SHAC + ADD) and write run.pt, metrics.jsonl, TensorBoard logs."""
     from bcg_deploy.training.runner import train
@@ -153,6 +156,8 @@ def train_cmd(
         overrides = [*overrides, f"env.obs_profile={obs}"]
     cfg = build_config(task, motion, start, duration, envs, iterations, horizon, device, kappa, seed, out,
                        save_every, overrides, resume, bcg, algo)  # fmt: skip
+    if deterministic:
+        cfg.runner.deterministic = True
     src = cfg.motion.csv or cfg.motion.task
     b = cfg.bcg
     bcg_note = f"BCG B {b.num_branches} H {b.horizon} tau {b.tau:g} N" if b.enabled else "plain SHAC (no BCG)"

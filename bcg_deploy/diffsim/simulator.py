@@ -35,7 +35,7 @@ class SimConfig:
 
     Attributes:
         num_envs: E, environments stepped in parallel.
-        device: Warp/torch device, "cpu" or "cuda" / "cuda:N".
+        device: "cpu" or "cuda" / "cuda:N"; resolved once (``resolve_device``) for both torch and Warp.
         dtype: "float32" (training) or "float64" (checks); torch dtypes are accepted too.
         physics_dt: substep length (s).
         substeps: physics substeps per control step (the action is held over them).
@@ -59,8 +59,9 @@ class SimConfig:
             (diag(G_ii)^-1 times the residual, D2: superseded, it can make the step map jump).
         friction: Coulomb friction coefficient (all envs; per env with ``set_env_params(friction=...)``).
         max_idle_buffers: per-step buffer sets kept for reuse after their autograd graph is freed.
-        graphs: on CPU, replay each step's launches as a captured Warp graph (APIC; cuts the per-launch
-            Python cost, which dominates for small E). CUDA uses the recorded launches.
+        graphs: replay each step's launches as captured graphs: on CPU Warp's APIC graphs (cuts the
+            per-launch Python cost, which dominates for small E), on CUDA one CUDA graph per command list,
+            captured and replayed on torch's current stream.
     """
 
     num_envs: int = 1
@@ -100,6 +101,25 @@ class SimState:
     contact_depth: torch.Tensor | None = None
     contact_impulse: torch.Tensor | None = None
     foot_force: torch.Tensor | None = None
+
+
+def resolve_device(name: str | torch.device) -> str:
+    """One concrete device name for torch and Warp: "cpu" or "cuda:N" (a bare "cuda" is torch's current
+    CUDA device, which Warp's own default could differ from). BcgdError for anything else."""
+    try:
+        dev = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise BcgdError(f"device {name!r} is not a device (expected cpu or cuda[:N])") from None
+    if dev.type == "cpu":
+        return "cpu"
+    if dev.type != "cuda":
+        raise BcgdError(f"device {name!r}: expected cpu or cuda[:N]")
+    if not torch.cuda.is_available():
+        raise BcgdError(f"device {name!r} requested but CUDA is not available (use --device cpu)")
+    index = torch.cuda.current_device() if dev.index is None else dev.index
+    if not 0 <= index < torch.cuda.device_count():
+        raise BcgdError(f"device {name!r}: this machine has {torch.cuda.device_count()} CUDA devices")
+    return f"cuda:{index}"
 
 
 def _dtype_name(dtype) -> str:
@@ -151,7 +171,7 @@ class Simulator:
         self.robot = robot
         self.cfg = cfg
         self.types = types_for(_dtype_name(cfg.dtype))
-        self.device = str(wp.get_device(cfg.device))
+        self.device = str(wp.get_device(resolve_device(cfg.device)))
         self.torch_device = torch.device(self.device)
         self.mjm = robot.load_model(scene=False)
         self.model: Model = put_model(self.mjm, robot, self.types, self.device, cfg.gravity)
@@ -341,19 +361,29 @@ class Simulator:
         return d
 
     def _capture(self, d: StepData) -> None:
-        """Replace the command lists by captured graphs (CPU only; running them once is harmless)."""
-        if not (self.cfg.graphs and self.torch_device.type == "cpu"):
+        """Replace the command lists by captured graphs (``SimConfig.graphs``).
+
+        CPU: Warp's APIC graphs in chunks (each replayed once as a check, harmless on CPU). CUDA: each
+        list becomes ONE CUDA graph captured on torch's current stream (the stream ``_forward`` and
+        ``_backward`` replay it on, after torch's copies into the step's buffers); recording a launch
+        already loaded its module, and nothing is replayed at capture time (the buffers hold no state yet)."""
+        if not self.cfg.graphs:
             return
+        cuda = self.torch_device.type == "cuda"
         for name in ("fwd_cmds", "adj_cmds"):
             cmds = getattr(d, name)
-            if cmds:
-                if name not in self._warm:
-                    # A module compiled while capturing leaves the graph empty: load them all first.
-                    for cmd in cmds:
-                        cmd.launch()
-                    self._warm.add(name)
-                chunks = [cmds[i : i + _GRAPH_CHUNK] for i in range(0, len(cmds), _GRAPH_CHUNK)]
-                setattr(d, name, [c for chunk in chunks for c in _captured_or_plain(chunk, self.device)])
+            if not cmds:
+                continue
+            if cuda:
+                setattr(d, name, [_capture_graph(cmds, self.device, self._stream())])
+                continue
+            if name not in self._warm:
+                # A module compiled while capturing leaves the graph empty: load them all first.
+                for cmd in cmds:
+                    cmd.launch()
+                self._warm.add(name)
+            chunks = [cmds[i : i + _GRAPH_CHUNK] for i in range(0, len(cmds), _GRAPH_CHUNK)]
+            setattr(d, name, [c for chunk in chunks for c in _captured_or_plain(chunk, self.device)])
 
     def _nograd(self) -> StepData:
         if self._nograd_data is None:
@@ -460,13 +490,14 @@ def _captured_or_plain(cmds: list, device: str) -> list:
     return [graph]
 
 
-def _capture_graph(cmds: list, device: str) -> _GraphLaunch:
-    wp.capture_begin(device=device)
+def _capture_graph(cmds: list, device: str, stream=None) -> _GraphLaunch:  # noqa: ANN001 - a wp.Stream
+    """``cmds`` captured as one graph; on CUDA on ``stream`` (torch's), which its replays use too."""
+    wp.capture_begin(device=device, stream=stream, force_module_load=False)
     try:
         for cmd in cmds:
-            cmd.launch()
+            cmd.launch(stream)
     finally:
-        graph = wp.capture_end(device=device)
+        graph = wp.capture_end(device=device, stream=stream)
     return _GraphLaunch(graph)
 
 
@@ -477,7 +508,7 @@ class _GraphLaunch:
         self.graph = graph
 
     def launch(self, stream=None) -> None:
-        wp.capture_launch(self.graph)
+        wp.capture_launch(self.graph, stream=stream)
 
 
 class _StepFunction(torch.autograd.Function):

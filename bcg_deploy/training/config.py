@@ -251,6 +251,13 @@ class RunnerCfg:
     """torch intra-op threads (0 = torch default). 1 by default: Warp's CPU kernels are single-threaded, so
     use one process per core; measured on a shared 2-core machine, torch's default 2 threads made a
     training iteration 4x slower (spinning against the other process), with identical results."""
+    tf32: bool = False
+    """TF32 for CUDA matmuls and cuDNN. Pinned off by the trainer whatever the environment says
+    (``training.device.configure_numerics``; METHOD.md: the actor, reward and simulator chain stays float32),
+    and recorded here in config.yaml; ``validate`` refuses true."""
+    deterministic: bool = False
+    """Deterministic mode for checks (``bcgd train --deterministic``): torch's deterministic algorithms and,
+    on CUDA, Warp's run-to-run deterministic atomics (slower; CPU runs are deterministic anyway)."""
 
 
 @dataclass
@@ -295,6 +302,7 @@ class TrainConfig:
             (self.motion.duration_s > 0, "motion.duration_s must be > 0"),
             (self.motion.csv is not None or self.motion.task in TASKS, f"motion.task must be one of {TASKS}"),
             (self.env.obs_profile in PROFILES, f"env.obs_profile must be one of {', '.join(PROFILES)}"),
+            (not self.runner.tf32, "runner.tf32 must be false (METHOD.md: the gradient path stays float32)"),
         ]
         if self.algo == "ppo":
             p = self.ppo

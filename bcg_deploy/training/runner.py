@@ -30,6 +30,7 @@ from bcg_deploy.robots import load_robot
 from bcg_deploy.training import checkpoint as ckpt_io
 from bcg_deploy.training.add import ADD
 from bcg_deploy.training.config import MotionCfg, TrainConfig, from_dict, to_dict
+from bcg_deploy.training.device import configure_numerics, resolve_device
 from bcg_deploy.training.env import ImitationEnv, SimTransition, Transition
 from bcg_deploy.training.logger import MetricsLogger, episode_metrics, plot_learning_curve
 from bcg_deploy.training.shac import SHAC
@@ -61,12 +62,7 @@ def load_motion(mcfg: MotionCfg, robot) -> Motion:  # noqa: ANN001
 
 
 def _device(name: str) -> torch.device:
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise BcgdError(f"device {name!r} requested but CUDA is not available (use --device cpu)")
-    try:
-        return torch.device(name)
-    except RuntimeError:
-        raise BcgdError(f"device {name!r} is not a torch device (expected cpu or cuda[:N])") from None
+    return resolve_device(name)  # one "cuda:N" for torch and Warp
 
 
 def seed_everything(seed: int) -> None:
@@ -97,6 +93,7 @@ class Trainer:
         cfg.validate()
         self.cfg = cfg
         self.device = _device(cfg.runner.device)
+        self.numerics = configure_numerics(self.device, cfg.runner.tf32, cfg.runner.deterministic)
         if cfg.runner.threads > 0:
             torch.set_num_threads(cfg.runner.threads)
         seed_everything(cfg.runner.seed)

@@ -1,0 +1,61 @@
+"""The trainer's device and numerics settings, made explicit (METHOD.md: the gradient path is float32).
+
+- ``resolve_device(name)``: one concrete ``torch.device`` ("cpu" or "cuda:N"; a bare "cuda" is torch's
+  current CUDA device), the same one torch and Warp then use (``diffsim.simulator.resolve_device``).
+- ``configure_numerics(device, tf32=False, deterministic=False)``: pins TF32 OFF for CUDA matmuls and cuDNN
+  whatever the environment or an earlier import set (``NVIDIA_TF32_OVERRIDE``, ``torch.backends``
+  flags), sets float32 matmul precision to "highest", and with ``deterministic`` turns on torch's
+  deterministic algorithms (``CUBLAS_WORKSPACE_CONFIG`` set for cuBLAS) and, on CUDA, Warp's run-to-run
+  deterministic atomics (CPU kernels are single-threaded, hence deterministic already: setting Warp's
+  option there would only recompile the modules). Returns the effective settings (what config.yaml
+  records beside the config).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from bcg_deploy.diffsim.simulator import resolve_device as _resolve
+
+
+def resolve_device(name: str | torch.device) -> torch.device:
+    """``name`` as one concrete device ("cuda" -> "cuda:N" with N torch's current device)."""
+    return torch.device(_resolve(name))
+
+
+def numerics_state() -> dict[str, Any]:
+    """The torch flags that decide matmul precision and determinism, as plain values."""
+    return {
+        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+        "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
+        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+        "nvidia_tf32_override": os.environ.get("NVIDIA_TF32_OVERRIDE"),
+    }
+
+
+def configure_numerics(device: torch.device | str, tf32: bool = False, deterministic: bool = False) -> dict[str, Any]:
+    """Set TF32 and determinism for this process (see the module docstring); return ``numerics_state()``
+    plus ``warp_deterministic`` (the Warp mode set, or None when left alone)."""
+    torch.backends.cuda.matmul.allow_tf32 = bool(tf32)
+    torch.backends.cudnn.allow_tf32 = bool(tf32)
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    if not tf32 and os.environ.get("NVIDIA_TF32_OVERRIDE") not in (None, "0"):
+        os.environ["NVIDIA_TF32_OVERRIDE"] = "0"  # read by cuBLAS at its first use in this process
+    warp_mode = None
+    if deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.benchmark = False
+        if torch.device(device).type == "cuda":
+            import warp as wp
+
+            wp.config.deterministic = wp.DeterministicMode.RUN_TO_RUN
+            warp_mode = str(wp.config.deterministic)
+    else:
+        torch.use_deterministic_algorithms(False)
+    return {**numerics_state(), "warp_deterministic": warp_mode}
