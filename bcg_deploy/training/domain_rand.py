@@ -9,6 +9,7 @@ is reproducible."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields
 
 import torch
@@ -97,6 +98,22 @@ def assign_rows(params: EnvParams, new: EnvParams, idx: torch.Tensor, names: tup
             setattr(params, f.name, getattr(params, f.name).index_copy(0, idx, getattr(new, f.name)))
 
 
+def assign_masked(params: EnvParams, new: EnvParams, mask: torch.Tensor, names: tuple[str, ...] | None = None) -> None:
+    """In place: the rows of ``mask`` [E] bool of ``params`` (fields ``names``, default all) take the same
+    rows of ``new`` (E rows); no host read (``assign_rows`` with a mask instead of indices)."""
+    for f in fields(params):
+        if names is None or f.name in names:
+            cur = getattr(params, f.name)
+            m = mask.reshape(-1, *([1] * (cur.dim() - 1)))
+            setattr(params, f.name, torch.where(m, getattr(new, f.name), cur))
+
+
+@functools.lru_cache(maxsize=64)
+def _const(values: tuple[float, ...], device: torch.device) -> torch.Tensor:
+    """A float64 constant on ``device``, made once per value and device (no host-to-device copy per call)."""
+    return torch.tensor(values, dtype=torch.float64, device=device)
+
+
 def sample_push_interval(cfg: DomainRandCfg, num: int, control_dt: float, device) -> torch.Tensor:
     """Control steps until the next push, U(push_interval_s) rounded, at least 1; [num] long."""
     s = _uniform(*cfg.push_interval_s, (num,), device)
@@ -105,7 +122,7 @@ def sample_push_interval(cfg: DomainRandCfg, num: int, control_dt: float, device
 
 def sample_push(cfg: DomainRandCfg, num: int, device) -> torch.Tensor:
     """Velocity kicks [num, 6]: base linear (world, m/s) then angular (base frame, rad/s)."""
-    half = torch.tensor(list(cfg.push_lin_vel) + list(cfg.push_ang_vel), dtype=torch.float64, device=device)
+    half = _const(tuple(cfg.push_lin_vel) + tuple(cfg.push_ang_vel), torch.device(device))
     return (2.0 * torch.rand(num, 6, dtype=torch.float64, device=device) - 1.0) * half
 
 
@@ -114,8 +131,8 @@ def sample_reset_noise(cfg: DomainRandCfg, num: int, num_joints: int, device) ->
     if not cfg.enabled:
         z = torch.zeros(num, 3, dtype=torch.float64, device=device)
         return {"pos": z, "rpy": z.clone(), "joints": torch.zeros(num, num_joints, dtype=torch.float64, device=device)}
-    pos_h = torch.tensor(cfg.reset_pos, dtype=torch.float64, device=device)
-    rot_h = torch.tensor(cfg.reset_rot, dtype=torch.float64, device=device)
+    pos_h = _const(tuple(cfg.reset_pos), torch.device(device))
+    rot_h = _const(tuple(cfg.reset_rot), torch.device(device))
     return {
         "pos": (2.0 * torch.rand(num, 3, dtype=torch.float64, device=device) - 1.0) * pos_h,
         "rpy": (2.0 * torch.rand(num, 3, dtype=torch.float64, device=device) - 1.0) * rot_h,

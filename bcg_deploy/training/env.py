@@ -32,6 +32,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from bcg_deploy.diffsim.simulator import resolve_device
+from bcg_deploy.errors import BcgdError
 from bcg_deploy.motions.motion import Motion
 from bcg_deploy.robots import RobotSpec
 from bcg_deploy.training import domain_rand as dr
@@ -149,7 +151,9 @@ class ImitationEnv:
         self.cfg = cfg
         self.robot = robot
         self.motion = motion
-        self.device = torch.device(device)
+        self.device = torch.device(resolve_device(device))
+        self.fixed_shapes = self.device.type != "cpu"
+        """Step without host reads (see ``step``): on by default on CUDA, where each read waits for the GPU."""
         self.dtype = torch.float64 if cfg.sim.dtype == "float64" else torch.float32
         self.num_envs = E = cfg.env.num_envs
         self.num_frames = motion.num_frames
@@ -169,6 +173,7 @@ class ImitationEnv:
         self.default_joint_pos = t(robot.default_joint_pos)
         self.action_scale = t(robot.action_scale)
         self.joint_lo, self.joint_hi = t(robot.joint_range[:, 0]), t(robot.joint_range[:, 1])
+        self._eye3 = torch.eye(3, dtype=self.dtype, device=self.device)
         self._load_reference(motion)
         self.feature_dim = feature_dim(self.num_bodies, len(robot.key_bodies), robot.num_joints)
         self.add = add
@@ -216,7 +221,7 @@ class ImitationEnv:
         if noise is not None:
             pos = pos + noise["pos"].to(self.dtype)
             rpy = noise["rpy"].to(self.dtype)
-            ex = torch.eye(3, dtype=self.dtype, device=self.device)
+            ex = self._eye3
             dq = quat_mul(
                 axis_angle_quat(ex[2], rpy[:, 2]),
                 quat_mul(axis_angle_quat(ex[1], rpy[:, 1]), axis_angle_quat(ex[0], rpy[:, 0])),
@@ -241,34 +246,60 @@ class ImitationEnv:
         self.transition.reset(mask)
         return self.observe()
 
-    def _reset_rows(self, mask: torch.Tensor, q: torch.Tensor, qd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Return (q, qd) with the rows of ``mask`` replaced by fresh reset states; updates bookkeeping."""
-        idx = mask.nonzero().squeeze(-1)
-        n = int(idx.numel())
-        if n == 0:
-            return q, qd
+    def _reset_draws(self, n: int) -> tuple[torch.Tensor, dict, dr.EnvParams, torch.Tensor]:
+        """The random draws of ``n`` resets, in this order: start frames, reset noise, per-episode
+        parameters, push timers."""
         frames = self._sample_start_frames(n)
         noise = dr.sample_reset_noise(self.cfg.domain_rand, n, self.num_actions, self.device)
+        new = dr.sample_params(self.cfg.domain_rand, n, self.num_bodies, self.num_actions, self.device)
+        timers = dr.sample_push_interval(self.cfg.domain_rand, n, self.control_dt, self.device)
+        return frames, noise, new, timers
+
+    def _reset_rows(self, mask: torch.Tensor, q: torch.Tensor, qd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return (q, qd) with the rows of ``mask`` replaced by fresh reset states; updates bookkeeping.
+
+        Draws for the reset rows only (one host read of their number), or with ``fixed_shapes`` for all
+        E rows, of which the reset rows take theirs (no host read)."""
+        if self.fixed_shapes:
+            return self._reset_masked(mask, q, qd)
+        idx = mask.nonzero().squeeze(-1)
+        n = idx.numel()
+        if n == 0:
+            return q, qd
+        frames, noise, new, timers = self._reset_draws(n)
         q_r, qd_r = self.reference_state(frames, noise)
         self.frame = self.frame.index_copy(0, idx, frames)
         self.episode_len = self.episode_len.index_fill(0, idx, 0)
         self.episode_return = self.episode_return.index_fill(0, idx, 0.0)
         self.last_action = self.last_action.index_fill(0, idx, 0.0)
-        new = dr.sample_params(self.cfg.domain_rand, n, self.num_bodies, self.num_actions, self.device)
         dr.assign_rows(self.params, new, idx, dr.RESET_FIELDS)
-        timers = dr.sample_push_interval(self.cfg.domain_rand, n, self.control_dt, self.device)
         self.push_timer = self.push_timer.index_copy(0, idx, timers)
         return q.index_copy(0, idx, q_r), qd.index_copy(0, idx, qd_r)
+
+    def _reset_masked(self, mask: torch.Tensor, q: torch.Tensor, qd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``_reset_rows`` with fixed shapes: E draws, the rows of ``mask`` take theirs."""
+        frames, noise, new, timers = self._reset_draws(self.num_envs)
+        q_r, qd_r = self.reference_state(frames, noise)
+        self.frame = torch.where(mask, frames, self.frame)
+        self.episode_len = self.episode_len.masked_fill(mask, 0)
+        self.episode_return = self.episode_return.masked_fill(mask, 0.0)
+        self.last_action = self.last_action.masked_fill(mask[:, None], 0.0)
+        dr.assign_masked(self.params, new, mask, dr.RESET_FIELDS)
+        self.push_timer = torch.where(mask, timers, self.push_timer)
+        return torch.where(mask[:, None], q_r, q), torch.where(mask[:, None], qd_r, qd)
 
     def observe(self) -> torch.Tensor:
         """Noise-free observation [E, O] of the current state (critic input; actor adds ``noisy``)."""
         return self._observation(self.q, self.qd, self.last_action)
 
-    def _observation(self, q: torch.Tensor, qd: torch.Tensor, last_action: torch.Tensor) -> torch.Tensor:
-        """The profile's observation of (q, qd) at the current frames (deployable profiles read the action)."""
+    def _observation(
+        self, q: torch.Tensor, qd: torch.Tensor, last_action: torch.Tensor, transforms: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The profile's observation of (q, qd) at the current frames (deployable profiles read the action);
+        ``transforms``: the world body transforms of ``q`` if already computed (reused by the paper's)."""
         if self._reads_action:
             return self.obs_module(q, qd, self.frame, last_action)
-        return self.obs_module(q, qd, self.frame)
+        return self.obs_module(q, qd, self.frame, transforms=transforms)
 
     def noisy(self, obs: torch.Tensor) -> torch.Tensor:
         """The actor's training input: per-term noise U(-n, n) (scaled) when enabled."""
@@ -290,13 +321,17 @@ class ImitationEnv:
 
     # ------------------------------------------------------------------ features / metrics
 
-    def features(self, q: torch.Tensor, qd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """ADD features [E, D] and body positions [E, NB, 3] of raw states."""
-        poses = self.kin(q)
-        key = self.kin.key_points(poses.pos, poses.mat)
-        ang_w = (poses.mat[:, 0] @ qd[:, 3:6, None])[..., 0]
-        f = add_features(poses.pos, poses.mat, key, qd[:, 0:3], ang_w, qd[:, 6:])
-        return f, poses.pos
+    def features(
+        self, q: torch.Tensor, qd: torch.Tensor, transforms: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """ADD features [E, D] and body positions [E, NB, 3] of raw states; ``transforms`` [E, NB, 4, 4]
+        are the world body transforms of ``q`` if already computed (``Kinematics.transforms``)."""
+        t = self.kin.transforms(q) if transforms is None else transforms
+        pos, mat = t[..., :3, 3], t[..., :3, :3]
+        key = self.kin.key_points(pos, mat)
+        ang_w = (mat[:, 0] @ qd[:, 3:6, None])[..., 0]
+        f = add_features(pos, mat, key, qd[:, 0:3], ang_w, qd[:, 6:])
+        return f, pos
 
     # ------------------------------------------------------------------ step
 
@@ -319,13 +354,14 @@ class ImitationEnv:
         bad = self._diverged(q_next, qd_next)
         # Diverged rows are replaced by a detached finite state (their reset comes below), so no NaN
         # reaches observations, rewards or the adjoint of other envs.
-        if bool(bad.any()):
+        if self.fixed_shapes or bool(bad.any()):
             q_safe, qd_safe = self.reference_state(self.frame)
             q_next = torch.where(bad[:, None], q_safe, q_next)
             qd_next = torch.where(bad[:, None], qd_safe, qd_next)
         self.frame = torch.clamp(self.frame + 1, max=self.num_frames - 1)
         self.episode_len = self.episode_len + 1
-        feat, body_pos = self.features(q_next, qd_next)
+        transforms = self.kin.transforms(q_next)  # one FK for the ADD features and the observation
+        feat, body_pos = self.features(q_next, qd_next, transforms)
         delta = self.ref_features[self.frame] - feat
         r_add = self.add.reward(delta) if self.add is not None else torch.zeros(E, dtype=self.dtype, device=self.device)
         r_rate = action_rate_penalty(action, self.last_action, cfg.env.action_rate_weight)
@@ -338,7 +374,7 @@ class ImitationEnv:
         terminated = fell | bad | strayed
         timeout = (self.frame >= self.num_frames - 1) & ~terminated
         done = terminated | timeout
-        obs_before = self._observation(q_next, qd_next, action)
+        obs_before = self._observation(q_next, qd_next, action, transforms)
         with torch.no_grad():
             self.episode_return = self.episode_return + reward.detach().double()
             info = {
@@ -356,7 +392,7 @@ class ImitationEnv:
         self.last_action = action
         self.q, self.qd = q_next, qd_next
         obs = obs_before
-        if bool(done.any()):
+        if self.fixed_shapes or bool(done.any()):
             self.q, self.qd = self._reset_rows(done, self.q, self.qd)
             self.transition.reset(done)
             obs = torch.where(done[:, None], self.observe(), obs_before)
@@ -378,16 +414,22 @@ class ImitationEnv:
             return q, qd
         self.push_timer = self.push_timer - 1
         due = self.push_timer <= 0
-        n = int(due.sum())
+        pad = (self.num_envs, qd.shape[1] - 6)
+        if self.fixed_shapes:  # E kicks and timers drawn, the due rows take theirs
+            kick = dr.sample_push(self.cfg.domain_rand, self.num_envs, self.device).to(self.dtype)
+            timers = dr.sample_push_interval(self.cfg.domain_rand, self.num_envs, self.control_dt, self.device)
+            self.push_timer = torch.where(due, timers, self.push_timer)
+            kick = kick.masked_fill(~due[:, None], 0.0)
+            return q, qd + torch.cat([kick, qd.new_zeros(pad)], dim=-1)
+        idx = due.nonzero().squeeze(-1)
+        n = idx.numel()
         if n == 0:
             return q, qd
-        idx = due.nonzero().squeeze(-1)
         kick = torch.zeros(self.num_envs, 6, dtype=self.dtype, device=self.device)
         kick = kick.index_copy(0, idx, dr.sample_push(self.cfg.domain_rand, n, self.device).to(self.dtype))
-        pad = torch.zeros(self.num_envs, qd.shape[1] - 6, dtype=self.dtype, device=self.device)
         timers = dr.sample_push_interval(self.cfg.domain_rand, n, self.control_dt, self.device)
         self.push_timer = self.push_timer.index_copy(0, idx, timers)
-        return q, qd + torch.cat([kick, pad], dim=-1)
+        return q, qd + torch.cat([kick, torch.zeros(pad, dtype=self.dtype, device=self.device)], dim=-1)
 
     def _diverged(self, q: torch.Tensor, qd: torch.Tensor) -> torch.Tensor:
         """[E] bool: any non-finite entry, |qd| above max_abs_qd or |base position| above max_abs_pos."""
@@ -501,9 +543,10 @@ def apply_params_to_sim(sim: Any, robot: RobotSpec, params: dr.EnvParams) -> dic
     """Hand the per-env physical parameters to the simulator where it accepts them; report which.
 
     Each group is applied, then checked with one no-grad step of every env from the default pose; a
-    group whose arrays the simulator rejects, or that makes any env non-finite, is reverted to the
-    nominal (shared) values and reported as not applied, so a simulator limitation never silently
-    poisons training.
+    group whose arrays the simulator rejects (``BcgdError``), or that makes any env non-finite, is
+    reverted to the nominal (shared) values and reported as not applied, so a simulator limitation
+    never silently poisons training. Any other error (a failed kernel launch, a compile error)
+    propagates instead of silently turning domain randomisation off.
     """
     setter = getattr(sim, "set_env_params", None)
     arrays = sim_param_arrays(sim, robot, params)
@@ -516,13 +559,14 @@ def apply_params_to_sim(sim: Any, robot: RobotSpec, params: dr.EnvParams) -> dic
         if ok:
             try:
                 setter(**{n: arrays[n] for n in group})
-                ok = _sim_self_check(sim, robot)
-            except Exception:  # noqa: BLE001 - a simulator without this parameter ignores it (reported)
+            except BcgdError:  # the simulator rejects this parameter (e.g. friction without contact): reported
                 ok = False
+            # Anything else (a kernel or NVRTC error, a bug) propagates: it must never turn DR off silently.
+            ok = ok and _sim_self_check(sim, robot)
             if not ok:
                 try:
                     setter(**{n: nominal[n][:1] for n in group})
-                except Exception:  # noqa: BLE001
+                except BcgdError:  # rejected as above: the simulator keeps its nominal values
                     pass
         applied.update({n: ok for n in group if n != "act_effort"})
     applied["joint_friction"] = False  # the G1 model has no joint friction (frictionloss 0) to scale

@@ -7,7 +7,7 @@ API summary (for training / export):
   with at least ``root_pos``, ``root_quat``, ``body_pos_w``, ``body_quat_w``, and for
   ``reference_frame`` also ``joint_pos``, ``joint_vel``, ``body_lin_vel_w``, ``body_ang_vel_w``;
   numpy arrays or tensors, Motion layout).
-- ``forward(q, qd, time_step) -> obs [B, 849]``: ``q`` [B, 36], ``qd`` [B, 35] (MuJoCo layout: base
+- ``forward(q, qd, time_step, transforms=None) -> obs [B, 849]``: ``q`` [B, 36], ``qd`` [B, 35] (MuJoCo layout: base
   linear velocity world, base angular velocity BODY frame), ``time_step`` [B] or [B, 1] (int or float,
   truncated to an integer) = index of the CURRENT reference frame t; the observation shows frames
   t+1, t+2, t+3, each clamped to the last frame of the clip. Noise-free and deterministic (critic
@@ -189,8 +189,10 @@ class ObservationModule(nn.Module):
         trans = (root[:, 0:3, 3] @ self._neg_trans + self._eye16).reshape(b, 4, 4)
         return ht @ trans
 
-    def _robot(self, q: torch.Tensor, qd: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
-        a = self.kinematics.transforms(q)  # [B, NB, 4, 4] world
+    def _robot(
+        self, q: torch.Tensor, qd: torch.Tensor, transforms: torch.Tensor | None = None
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
+        a = self.kinematics.transforms(q) if transforms is None else transforms  # [B, NB, 4, 4] world
         b = q.shape[0]
         th = self.heading_transform(a[:, 0])
         m = th[:, None] @ a  # bodies in the heading frame, origins relative to the root
@@ -213,9 +215,12 @@ class ObservationModule(nn.Module):
         terms, th, a = self._robot(q, qd)
         return {**terms, "heading_transform": th, "transforms": a}
 
-    def forward(self, q: torch.Tensor, qd: torch.Tensor, time_step: torch.Tensor) -> torch.Tensor:
-        """Observation [B, obs_dim] (noise-free); frames t+k clamped to the clip end."""
-        terms, th, _ = self._robot(q, qd)
+    def forward(
+        self, q: torch.Tensor, qd: torch.Tensor, time_step: torch.Tensor, transforms: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Observation [B, obs_dim] (noise-free); frames t+k clamped to the clip end. ``transforms``: the
+        world body transforms of ``q`` [B, NB, 4, 4] when the caller already has them (one FK, reused)."""
+        terms, th, _ = self._robot(q, qd, transforms)
         b = q.shape[0]
         idx = self._frame_index(time_step, self._future)  # [B, F]
         nf, nb = idx.shape[1], self._nb

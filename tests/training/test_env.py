@@ -140,3 +140,49 @@ def test_actor_noise_is_per_term_uniform(env):
     for term, level in (("root_rot", 0.05), ("root_lin_vel", 0.5), ("root_ang_vel", 0.2), ("body_rot", 0.01),
                         ("joint_vel", 0.5), ("key_pos", 0.01), ("ref_root_pos", 0.25)):  # fmt: skip
         assert abs(float(d[:, sl[term]].abs().max()) - level) < 0.02 * level
+
+
+class _BrokenSim:
+    """A simulator whose parameter upload fails the way a kernel/NVRTC error would (not a rejection)."""
+
+    def __init__(self, sim, exc):
+        self.sim, self.exc = sim, exc
+        self.num_envs, self.types, self.torch_device = sim.num_envs, sim.types, sim.torch_device
+
+    def set_env_params(self, **params):
+        raise self.exc
+
+    def step(self, q, qd, q_target):
+        return self.sim.step(q, qd, q_target)
+
+
+def test_parameter_errors_are_not_swallowed(env):
+    from bcg_deploy.errors import BcgdError
+    from bcg_deploy.training.env import apply_params_to_sim
+
+    with pytest.raises(RuntimeError, match="launch failed"):
+        apply_params_to_sim(_BrokenSim(env.sim, RuntimeError("launch failed")), env.robot, env.params)
+    # A parameter the simulator rejects (BcgdError) is reported as not applied, never raised.
+    applied = apply_params_to_sim(_BrokenSim(env.sim, BcgdError("no such parameter")), env.robot, env.params)
+    assert not any(applied.values())
+
+
+def test_fixed_shape_steps_read_nothing_back(tiny_motion):
+    """The CUDA stepping (fixed shapes: E draws per reset/push, no host reads) on CPU: no sync site in
+    ``ImitationEnv.step``, and resets still land on the reference with fresh bookkeeping."""
+    from bcg_deploy.training.syncs import SyncCounter
+
+    torch.manual_seed(0)
+    e = make_env(tiny_motion, "env.num_envs=4", "env.fall_height=5.0", "domain_rand.push_interval_s=0.02,0.02")
+    e.fixed_shapes = True
+    e.reset()
+    a = torch.zeros(4, 29, dtype=e.dtype, requires_grad=True)
+    e.step(a)  # warm-up (simulator buffers)
+    with SyncCounter("trace") as sc:
+        out = e.step(a)
+    assert sc.count == 0, sc.summary()
+    assert out.done.all() and (e.episode_len == 0).all()  # fall_height 5 m: every env fell and was reset
+    q_ref, _ = e.reference_state(e.frame)
+    assert (e.q[:, 7:] - q_ref[:, 7:]).abs().max() < 0.2  # reset joint noise only
+    (out.reward.sum() + out.obs_before_reset.sum()).backward()
+    assert torch.isfinite(a.grad).all() and a.grad.abs().sum() > 0
