@@ -22,6 +22,7 @@ from bcg_deploy.motions.motion import Motion
 from bcg_deploy.robots import load_robot
 from bcg_deploy.training import checkpoint as ckpt_io
 from bcg_deploy.training.config import TrainConfig, from_dict
+from bcg_deploy.training.device import resolve_device
 from bcg_deploy.training.env import ImitationEnv
 from bcg_deploy.training.networks import Actor
 from bcg_deploy.training.normalizer import RunningNormalizer
@@ -39,58 +40,83 @@ def evaluate_policy(
     deterministic: bool = True,
     sim=None,  # noqa: ANN001 - a Simulator with num_envs envs, to reuse compiled buffers
     nominal: bool = False,
+    device: str | torch.device | None = None,
 ) -> dict:
-    """Roll the actor out for ``steps`` control steps in ``num_envs`` envs; see the module docstring."""
+    """Roll the actor out for ``steps`` control steps in ``num_envs`` envs; see the module docstring.
+
+    Everything runs on ONE device: ``device`` (default ``cfg.runner.device``, resolved to "cuda:N"); the
+    actor and normaliser are used there (copies when the caller's live elsewhere). Statistics accumulate
+    on that device and are read once at the end. The RNG states of the CPU and that device are restored."""
     cfg = copy.deepcopy(cfg)
     cfg.env.num_envs = num_envs
     cfg.env.obs_noise = False
     if nominal:
         cfg.domain_rand.enabled = False
-    rng = torch.get_rng_state()
-    torch.manual_seed(seed)
-    try:
-        env = ImitationEnv(cfg, load_robot(cfg.robot), motion, sim=sim, device=cfg.runner.device)
-        obs = env.reset()
-        alive = torch.zeros(num_envs, dtype=torch.long)
-        lengths: list[int] = []
-        falls = strayed = 0
-        err_sum, err_n = 0.0, 0
-        pen_sum, pen_n = 0.0, 0
-        for _ in range(steps):
-            x = obs_normalizer(obs) if obs_normalizer is not None else obs
-            x = x.to(next(actor.parameters()).dtype)
-            a = actor(x, deterministic=deterministic).to(env.dtype)
-            out = env.step(a)
-            alive += 1
-            e = out.info["tracking_error"]
-            ok = torch.isfinite(e)
-            err_sum += float(e[ok].double().sum())
-            err_n += int(ok.sum())
-            depth = out.info["transition"].get("contact_depth")
-            if depth is not None:
-                live = depth[~out.info["diverged"]]
-                pen_sum += float(live.clamp_min(0).double().sum())
-                pen_n += int((live > 0).sum())
-            falls += int((out.terminated & ~out.info["strayed"]).sum())
-            strayed += int(out.info["strayed"].sum())
-            lengths += alive[out.done].tolist()
-            alive[out.done] = 0
-            obs = out.obs
-        censored = [int(x) for x in alive.tolist() if x > 0]
-    finally:
-        torch.set_rng_state(rng)
-    all_len = lengths + censored
+    dev = resolve_device(cfg.runner.device if device is None else device)
+    actor, obs_normalizer = _on(actor, dev), _on(obs_normalizer, dev)
+    with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+        torch.manual_seed(seed)
+        env = ImitationEnv(cfg, load_robot(cfg.robot), motion, sim=sim, device=dev)
+        stats = _rollout(env, actor, obs_normalizer, steps, deterministic)
     return {
-        "tracking_error_cm": 100.0 * err_sum / max(err_n, 1),
-        "episode_length": sum(all_len) / max(len(all_len), 1),
-        "episodes_ended": len(lengths),
-        "falls": falls,
-        "strayed": strayed,
-        "falls_per_env_minute": falls / (num_envs * steps * env.control_dt / 60.0),
-        "foot_penetration_mm": 1000.0 * pen_sum / pen_n if pen_n else None,
+        **stats,
+        "falls_per_env_minute": stats["falls"] / (num_envs * steps * env.control_dt / 60.0),
         "steps": steps,
         "num_envs": num_envs,
         "seed": seed,
+    }
+
+
+def _on(module: torch.nn.Module | None, dev: torch.device) -> torch.nn.Module | None:
+    """``module`` itself when its tensors are on ``dev``, else a copy moved there."""
+    if module is None:
+        return None
+    tensors = list(module.parameters()) + list(module.buffers())
+    if all(t.device == dev for t in tensors):
+        return module
+    return copy.deepcopy(module).to(dev)
+
+
+def _rollout(env: ImitationEnv, actor: Actor, obs_normalizer, steps: int, deterministic: bool) -> dict:  # noqa: ANN001
+    """The evaluation loop: device-side sums, one read at the end."""
+    dev, n = env.device, env.num_envs
+    obs = env.reset()
+    zero = lambda dtype: torch.zeros((), dtype=dtype, device=dev)  # noqa: E731
+    alive = torch.zeros(n, dtype=torch.long, device=dev)
+    err_sum, pen_sum = zero(torch.float64), zero(torch.float64)
+    err_n, pen_n, falls, strayed, ended, ended_len = (zero(torch.long) for _ in range(6))
+    actor_dtype = next(actor.parameters()).dtype
+    for _ in range(steps):
+        x = obs_normalizer(obs) if obs_normalizer is not None else obs
+        a = actor(x.to(actor_dtype), deterministic=deterministic).to(env.dtype)
+        out = env.step(a)
+        alive += 1
+        e = out.info["tracking_error"]
+        ok = torch.isfinite(e)
+        err_sum += torch.where(ok, e, torch.zeros_like(e)).double().sum()
+        err_n += ok.sum()
+        depth = out.info["transition"].get("contact_depth")
+        if depth is not None:
+            live = torch.where(out.info["diverged"][:, None], torch.zeros_like(depth), depth)
+            pen_sum += live.clamp_min(0).double().sum()
+            pen_n += (live > 0).sum()
+        falls += (out.terminated & ~out.info["strayed"]).sum()
+        strayed += out.info["strayed"].sum()
+        ended += out.done.sum()
+        ended_len += torch.where(out.done, alive, torch.zeros_like(alive)).sum()
+        alive = alive.masked_fill(out.done, 0)
+        obs = out.obs
+    running = alive > 0
+    sums = (err_sum, err_n, pen_sum, pen_n, falls, strayed, ended, ended_len, running.sum(), (alive * running).sum())
+    totals = torch.stack([x.double() for x in sums]).tolist()  # the one host read of the evaluation
+    err_sum, err_n, pen_sum, pen_n, falls, strayed, ended, ended_len, n_run, run_len = totals
+    return {
+        "tracking_error_cm": 100.0 * err_sum / max(err_n, 1.0),
+        "episode_length": (ended_len + run_len) / max(ended + n_run, 1.0),
+        "episodes_ended": int(ended),
+        "falls": int(falls),
+        "strayed": int(strayed),
+        "foot_penetration_mm": 1000.0 * pen_sum / pen_n if pen_n else None,
     }
 
 
