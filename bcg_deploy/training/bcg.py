@@ -44,6 +44,7 @@ stepped (nominal + branch + padding), ``bcg_param_uploads``, ``bcg_time_s`` forw
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import time
 from dataclasses import dataclass
@@ -258,6 +259,7 @@ class BundledTransition:
             "left": self.left.clone(),
             "force": self.force.detach().clone(),
             "generator": self.generator.get_state(),
+            "generator_device": self.device.type,
         }
         for name in ("br_q", "br_qd", "avg_q", "avg_qd"):
             v = getattr(self, name)
@@ -279,10 +281,20 @@ class BundledTransition:
             raise ValueError(f"bundle state has {d['left'].shape[0]} envs, this run has {E}")
         self.left = d["left"].to(self.device)
         self.force = d["force"].to(self.device, self.dtype)
-        self.generator.set_state(d["generator"])
+        self._load_generator(d["generator"], d.get("generator_device", "cpu"))
         for name in ("br_q", "br_qd", "avg_q", "avg_qd"):
             v = d.get(name)
             setattr(self, name, v.to(self.device, self.dtype) if v is not None else None)
+
+    def _load_generator(self, state: torch.Tensor, device_type: str) -> None:
+        """The perturbation generator's state as saved on a ``device_type`` generator: restored exactly on
+        the same device type; a CPU state resumed on CUDA (or back) cannot be replayed by the other
+        generator, which is then seeded from the saved state (deterministic, a different stream)."""
+        if device_type == self.device.type:
+            self.generator.set_state(state)
+            return
+        digest = hashlib.sha256(state.cpu().numpy().tobytes()).digest()
+        self.generator.manual_seed(int.from_bytes(digest[:8], "little") % (2**63))
 
     def __call__(self, q: torch.Tensor, qd: torch.Tensor, q_target: torch.Tensor) -> TransitionOut:
         t0 = time.perf_counter()

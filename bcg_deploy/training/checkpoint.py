@@ -41,7 +41,8 @@ Schema (``format_version`` 1; tensors are CPU tensors, everything else plain Pyt
     add_normalizer   state_dict or {}
     optimizers       {name: optimizer state_dict}
     iteration        int (completed training iterations)
-    rng              capture_rng(): {"torch": ByteTensor, "numpy": {...}, "python": [...], "warp_seed": int|None}
+    rng              capture_rng(): {"torch": ByteTensor, "cuda": [ByteTensor per CUDA device], "numpy": {...},
+                     "python": [...], "warp_seed": int|None}
     metrics          {name: float | list} (last logged values)
 """
 
@@ -134,11 +135,13 @@ def _state(x: Any) -> dict:
 
 
 def capture_rng(warp_seed: int | None = None) -> dict:
-    """Torch (CPU), numpy (legacy global) and python RNG states as plain values."""
+    """Torch (CPU and every CUDA device's default generator), numpy (legacy global) and python RNG states
+    as plain values; ``cuda`` is an empty list without CUDA."""
     kind, keys, pos, has_gauss, cached = np.random.get_state()  # noqa: NPY002 (the global legacy state is what we save)
     py = random.getstate()
     return {
         "torch": torch.get_rng_state(),
+        "cuda": [s.clone() for s in torch.cuda.get_rng_state_all()] if torch.cuda.is_available() else [],
         "numpy": {
             "kind": kind,
             "keys": torch.from_numpy(keys.astype(np.int64)),
@@ -152,8 +155,15 @@ def capture_rng(warp_seed: int | None = None) -> dict:
 
 
 def restore_rng(state: Mapping[str, Any]) -> None:
-    """Inverse of ``capture_rng`` (the warp seed is for the caller to apply)."""
+    """Inverse of ``capture_rng`` (the warp seed is for the caller to apply).
+
+    The CUDA generators are restored when the checkpoint has one state per CUDA device of this machine
+    (a run resumed on CUDA then draws exactly what it would have drawn); a checkpoint without them (from a
+    CPU run or an older version) or from a machine with another device count leaves them as seeded."""
     torch.set_rng_state(state["torch"])
+    cuda = state.get("cuda") or []
+    if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda)
     n = state["numpy"]
     np.random.set_state(  # noqa: NPY002
         (n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"])

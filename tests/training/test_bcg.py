@@ -346,3 +346,21 @@ def test_runner_logs_bundles_and_resumes_exactly(tmp_path, tiny_motion):
     assert [{k: v for k, v in r.items() if k not in timing} for r in a] == [
         {k: v for k, v in r.items() if k not in timing} for r in b
     ]
+
+
+def test_generator_state_of_another_device_type_seeds_deterministically(setup):
+    """A BCG checkpoint from a CPU run resumed on CUDA (or back): no error, a reproducible stream."""
+    env, _, state = setup
+    env.load_state_dict(state)
+    a = BundledTransition(_bcg(), env, seed=1)
+    saved = a.state_dict()
+    assert saved["generator_device"] == "cpu"
+    foreign = {**saved, "generator_device": "cuda"}
+    draws = []
+    for _ in range(2):
+        b = BundledTransition(_bcg(), env, seed=2)
+        b.load_state_dict(foreign)
+        draws.append(torch.randn(4, generator=b.generator, dtype=torch.float64))
+    assert torch.equal(draws[0], draws[1])
+    b.load_state_dict(saved)
+    assert torch.equal(b.generator.get_state(), a.generator.get_state())

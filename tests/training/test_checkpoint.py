@@ -19,6 +19,7 @@ from bcg_deploy.training.checkpoint import (
     capture_rng,
     load_checkpoint,
     motion_from_checkpoint,
+    plain,
     restore_rng,
     save_checkpoint,
 )
@@ -141,3 +142,23 @@ def test_code_running_pickle_refused(tmp_path, payload):
         load_checkpoint(tmp_path / "evil.pt")
     _one_line(e.value)
     assert not (tmp_path / "pwned").exists()
+
+
+def test_rng_state_records_the_cuda_generators():
+    state = capture_rng()
+    if not torch.cuda.is_available():
+        assert state["cuda"] == []
+        restore_rng({**state, "cuda": [torch.zeros(16, dtype=torch.uint8)] * 3})  # foreign machine: ignored
+        return
+    assert len(state["cuda"]) == torch.cuda.device_count()
+    a = torch.rand(4, device="cuda")
+    restore_rng(state)
+    assert torch.equal(a, torch.rand(4, device="cuda"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (the CUDA generators' round trip)")
+def test_rng_round_trip_through_a_checkpoint_file_on_cuda(tmp_path, payload):
+    path = save_checkpoint(tmp_path / "run.pt", {**payload, "rng": plain(capture_rng())})
+    a = torch.randn(8, device="cuda")
+    restore_rng(load_checkpoint(path)["rng"])
+    assert torch.equal(a, torch.randn(8, device="cuda"))
