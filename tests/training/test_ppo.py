@@ -118,16 +118,25 @@ def test_tiny_run_exports_and_replays_in_mujoco(trainer, tmp_path):
     assert len(report["runs"]) == 1 and report["runs"][0]["e_track_cm"] > 0
 
 
-def test_cli_trains_ppo(tmp_path):
+@pytest.mark.parametrize("obs", ["paper", "beyondmimic"])
+def test_cli_trains_ppo(tmp_path, obs):
+    """``bcgd train dance --algo ppo`` with an observation profile: run.pt records PPO and the profile."""
     from typer.testing import CliRunner
 
     from bcg_deploy.cli import _register, app
+    from bcg_deploy.profiles import get_profile
 
     _register()
     sets = [a for s in PPO_TINY if not s.startswith("env.num_envs") for a in ("--set", s)]
-    args = ["train", "dance", "--algo", "ppo", "--envs", "2", "--iterations", "1", "--out", str(tmp_path), *sets]
-    r = CliRunner().invoke(app, args)
+    args = ["train", "dance", "--algo", "ppo", "--envs", "2", "--iterations", "1", "--obs", obs, "--out", str(tmp_path)]
+    r = CliRunner().invoke(app, [*args, *sets])
     assert r.exit_code == 0, r.output
     assert "PPO" in r.output and (tmp_path / "run.pt").exists()
     ck = ckpt_io.load_checkpoint(tmp_path / "run.pt")
     assert ck["config"]["algo"] == "ppo" and ck["config"]["env"]["num_envs"] == 2
+    assert [t["name"] for t in ck["observation"]] == list(get_profile(obs).term_names)
+    assert (
+        ck["obs_normalizer"]["mean"].shape[-1]
+        == ck["actor"]["body.0.weight"].shape[1]
+        == sum(t["size"] for t in ck["observation"])
+    )
