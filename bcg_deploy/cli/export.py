@@ -19,25 +19,34 @@ def _fmt(x: float) -> str:
 def export_cmd(
     checkpoint: Path = typer.Argument(..., help="Training checkpoint (run.pt)."),
     output: Path = typer.Option(Path("policy.onnx"), "--output", "-o", help="Destination .onnx file."),
-    inputs: str = typer.Option("raw", "--inputs", help="Graph signature: raw (robot state) or obs (flat observation)."),
-    profile: str = typer.Option(
-        "beyondmimic", "--profile", help="Metadata keys: beyondmimic (CSV) or holosoma (JSON)."
+    inputs: str | None = typer.Option(
+        None, "--inputs", help="Paper profile: raw (robot state, default) or obs (its 849-value observation)."
     ),
-    deploy_yaml: bool = typer.Option(False, "--deploy-yaml", help="Also write params/deploy.yaml (unitree_rl_lab)."),
+    profile: str | None = typer.Option(
+        None,
+        "--profile",
+        help="Consumer: paper (bcgd raw-state ONNX), beyondmimic, beyondmimic_wose (motion_tracking_controller), "
+        "unitree (unitree_rl_mjlab: also params/deploy.yaml + motion NPZ). Default: the checkpoint's profile.",
+    ),
+    deploy_yaml: bool = typer.Option(
+        False, "--deploy-yaml", help="Require the unitree side files (params/deploy.yaml beside -o's exported/)."
+    ),
     parity_samples: int = typer.Option(1000, "--parity-samples", help="Minimum number of parity inputs."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Export a checkpoint to one self-contained ONNX, verified against torch with onnxruntime."""
+    from bcg_deploy.errors import BcgdError
     from bcg_deploy.export import ExportConfig, export_policy
 
     cfg = ExportConfig(
         checkpoint=checkpoint,
         output=output,
         inputs=inputs,  # type: ignore[arg-type]
-        profile=profile,  # type: ignore[arg-type]
-        deploy_yaml=deploy_yaml,
+        profile=profile,
         parity_samples=parity_samples,
     )
+    if deploy_yaml and profile != "unitree":
+        raise BcgdError("--deploy-yaml: only --profile unitree has a deploy.yaml (unitree_rl_mjlab's layout)")
     res = export_policy(cfg)
     p = res.parity
     if as_json:
@@ -48,14 +57,14 @@ def export_cmd(
             "size_bytes": res.size_bytes,
             "num_nodes": res.num_nodes,
             "obs_dtype": res.obs_dtype,
-            "deploy_yaml": None if res.deploy_yaml is None else str(res.deploy_yaml),
+            "side_files": {k: str(v) for k, v in res.side_files.items()},
             "parity": p,
         }
         typer.echo(json.dumps(out, indent=2))
         return
     console.print(
         f"wrote [bold]{res.path}[/] ({res.size_bytes / 1e6:.2f} MB, {res.num_nodes} nodes, {res.signature} inputs, "
-        f"{res.obs_dtype} observation, {res.profile} metadata, {len(res.metadata)} keys)"
+        f"{res.obs_dtype} observation, {res.profile} profile, {len(res.metadata)} metadata keys)"
     )
     t = Table("output", "max abs err", "max rel err", title=f"parity onnxruntime vs torch on {p['num_inputs']} inputs")
     for name, v in p["per_output"].items():
@@ -65,8 +74,8 @@ def export_cmd(
         f"max abs {_fmt(p['max_abs_err'])}  max rel {_fmt(p['max_rel_err'])}  (tolerance {p['tolerance']:g}; "
         f"vs torch float64 {_fmt(p['max_abs_err_vs_torch_float64'])}; inputs {p['sources']})"
     )
-    if res.deploy_yaml is not None:
-        console.print(f"wrote {res.deploy_yaml}")
+    for path in res.side_files.values():
+        console.print(f"wrote {path}")
 
 
 @app.command("inspect")

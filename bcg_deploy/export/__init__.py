@@ -1,11 +1,19 @@
 """Export: ``run.pt`` -> one self-contained, verified, self-describing ``policy.onnx``.
 
-Library: ``export_policy(ExportConfig(checkpoint, output, inputs="raw"|"obs", profile="beyondmimic"|
-"holosoma", deploy_yaml=False)) -> ExportResult`` and ``inspect_policy(path, checkpoint=None) -> dict``.
-CLI: ``bcgd export run.pt -o policy.onnx [--inputs obs] [--profile holosoma] [--deploy-yaml]`` and
-``bcgd inspect policy.onnx [--checkpoint run.pt] [--json]``.
+Library: ``export_policy(ExportConfig(checkpoint, output, inputs=None|"raw"|"obs", profile=None|NAME))
+-> ExportResult`` and ``inspect_policy(path, checkpoint=None) -> dict``.
+CLI: ``bcgd export run.pt -o policy.onnx [--profile paper|beyondmimic|beyondmimic_wose|unitree]
+[--inputs obs]`` and ``bcgd inspect policy.onnx [--checkpoint run.pt] [--json]``.
 
-THE CONTRACT (sim2sim and other consumers read only this)
+Profiles (``bcg_deploy.profiles``; default: the one the checkpoint's actor was trained on; a profile
+whose terms the actor was not trained on is a one-line error):
+- ``paper``: the contract below (bcgd's own raw-state signature; sim2sim's default input).
+- ``beyondmimic``, ``beyondmimic_wose``, ``unitree``: what BeyondMimic's motion_tracking_controller and
+  unitree_rl_mjlab's Mimic state bind (static ``obs`` signature, opset 11, their metadata, the
+  unitree side files); see ``export/deploy.py``. holosoma is not offered: it builds its own fixed
+  observation and joint targets from its own config, which no bcgd policy is trained on.
+
+THE CONTRACT OF THE PAPER PROFILE (sim2sim and other consumers read only this)
 
 Graph: ONNX opset 17, weights inside (no external data), dynamic batch dimension ``batch``, all
 inputs and outputs float32. Inside: the reference clip as constants, the training
@@ -39,18 +47,15 @@ Outputs (both signatures, in this order):
     body_pos_w [B, 30, 3] world m, body_quat_w [B, 30, 4] world w x y z, body_lin_vel_w [B, 30, 3]
     world m/s, body_ang_vel_w [B, 30, 3] world rad/s; bodies in metadata body_names order.
 
-Metadata (``metadata_props``), profile ``beyondmimic`` (default; BeyondMimic/mjlab keys, values are
-comma-separated, floats at full ``repr`` precision): joint_names, joint_stiffness (kp),
+Metadata (``metadata_props``): the BeyondMimic/mjlab keys (values comma-separated, floats at full
+``repr`` precision): joint_names, joint_stiffness (kp),
 joint_damping (kd), default_joint_pos, action_scale, observation_names (term names),
 observation_history_lengths (1 per term), command_names ("motion"), anchor_body_name ("pelvis": the
 body every robot-relative term is anchored on), body_names, run_path (the checkpoint's path).
-Profile ``holosoma``: those keys are replaced by JSON-valued dof_names, kp, kd, default_joint_pos,
-action_scale, command_ranges ({}), robot_urdf (our robot file name: an MJCF, no URDF exists),
-anchor_body_name, body_names; every value then parses with json.loads.
-Both profiles add JSON-valued ``bcgd.*`` keys:
+and the JSON-valued ``bcgd.*`` keys:
     bcgd.control_dt, bcgd.physics_dt, bcgd.substeps (s, s, int; the training simulator's)
     bcgd.effort_limit, bcgd.velocity_limit, bcgd.armature (lists in joint order)
-    bcgd.quat_order ("wxyz"), bcgd.signature ("raw" | "obs")
+    bcgd.quat_order ("wxyz"), bcgd.signature ("raw" | "obs"), bcgd.profile ("paper")
     bcgd.inputs / bcgd.outputs   [{name, shape, dtype, frame, units}]
     bcgd.observation   [{name, size, offset, noise, units, frame, future_steps, description}]
     bcgd.input_noise   raw-input U(-n, n) levels matching the training observation noise:
@@ -72,9 +77,6 @@ Both profiles add JSON-valued ``bcgd.*`` keys:
                         max_abs_err_vs_torch_float64, max_abs_err_vs_reference_module (raw signature:
                         the training ObservationModule -> normaliser -> actor in torch; recorded, not
                         a pass/fail criterion), num_inputs, sources, tolerance, signature}
-``--deploy-yaml`` also writes a unitree_rl_lab-style ``params/deploy.yaml``: ``<run>/params/deploy.yaml``
-when the ONNX is ``<run>/exported/<name>.onnx`` (their layout), else ``<onnx folder>/params/deploy.yaml``.
-
 Verification on every export: onnx.checker (full_check), then onnxruntime vs torch on >= 1000
 inputs (clip frames, noisy states around them, states of a MuJoCo rollout of the torch policy);
 an absolute error above 1e-5 on any output fails the export and nothing is written.

@@ -15,6 +15,7 @@ import onnxruntime as ort
 import torch
 
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.export import deploy as dep
 from bcg_deploy.export import parity as par
 from bcg_deploy.export.graph import (
     Signature,
@@ -24,8 +25,9 @@ from bcg_deploy.export.graph import (
     input_names,
     output_names,
 )
-from bcg_deploy.export.metadata import Profile, build_metadata, deploy_yaml, timing
+from bcg_deploy.export.metadata import build_metadata, timing
 from bcg_deploy.fileio import atomic_write_bytes
+from bcg_deploy.profiles import get_profile, profile_of_config
 from bcg_deploy.robots import ROBOTS, RobotSpec, load_robot
 from bcg_deploy.training.checkpoint import EXPORT_KEYS, check_robot_identity, load_checkpoint
 
@@ -42,13 +44,13 @@ class ExportConfig:
     """The training checkpoint (run.pt)."""
     output: Path = Path("policy.onnx")
     """Destination .onnx (written atomically)."""
-    inputs: Literal["raw", "obs"] = "raw"
-    """Graph signature: raw robot state (default) or the flat observation (BeyondMimic style)."""
-    profile: Literal["beyondmimic", "holosoma"] = "beyondmimic"
-    """Metadata convention for the non-``bcgd.`` keys: CSV (BeyondMimic/mjlab) or JSON (holosoma)."""
-    deploy_yaml: bool = False
-    """Also write a unitree_rl_lab-style params/deploy.yaml (in <run>/params when the ONNX is in
-    <run>/exported, else in a params folder beside the ONNX)."""
+    inputs: Literal["raw", "obs"] | None = None
+    """Paper profile only: raw robot state (default) or its flat 849-value observation (bcgd's own layout,
+    which no deploy stack builds). A deployable profile always has the ``obs`` signature."""
+    profile: str | None = None
+    """The consumer: ``paper`` (bcgd's raw-state ONNX), ``beyondmimic``, ``beyondmimic_wose`` (BeyondMimic's
+    motion_tracking_controller) or ``unitree`` (unitree_rl_mjlab's Mimic state, with params/deploy.yaml and the
+    motion NPZ). Default: the profile the checkpoint's actor was trained on."""
     parity_samples: int = 1000
     """Minimum number of parity inputs (clip frames + noisy states + MuJoCo rollout)."""
     rollout_steps: int = 100
@@ -68,7 +70,8 @@ class ExportResult:
     metadata: dict[str, str]
     size_bytes: int
     num_nodes: int
-    deploy_yaml: Path | None = None
+    side_files: dict[str, Path] = field(default_factory=dict)
+    """Files written beside the ONNX for the consumer (unitree: deploy_yaml, motion_npz)."""
     sources: dict[str, int] = field(default_factory=dict)
     obs_dtype: str = "float32"
     """Precision of the observation inside the graph (raw signature: float32, or float64 when float32
@@ -174,11 +177,12 @@ def check_parity(
     signature: Signature,
     chunks: list[tuple],
     reference: torch.nn.Module | None = None,
+    names: tuple[tuple[str, ...], tuple[str, ...]] | None = None,
 ) -> dict[str, Any]:
     """onnxruntime vs torch (float32 eager, same module) on every chunk; also vs torch float64, and
     (recorded, not a pass/fail criterion) vs ``reference``, an independent torch module of the same
     function (for the raw signature: the training ObservationModule -> normaliser -> actor)."""
-    names_in, names_out = input_names(signature), output_names(signature)
+    names_in, names_out = names or (input_names(signature), output_names(signature))
     module64 = _float64_copy(module)
     o_out, t_out, d_out, r_out = [], [], [], []
     with torch.no_grad():
@@ -208,15 +212,23 @@ def _float64_copy(module: torch.nn.Module) -> torch.nn.Module:
 
 def export_policy(cfg: ExportConfig) -> ExportResult:
     """Build, verify (onnx.checker + onnxruntime parity) and write the ONNX; see ``bcg_deploy.export``."""
-    signature: Signature = cfg.inputs
-    profile: Profile = cfg.profile
-    if signature not in ("raw", "obs"):
-        raise BcgdError(f"--inputs {signature!r}: expected raw or obs")
-    if profile not in ("beyondmimic", "holosoma"):
-        raise BcgdError(f"--profile {profile!r}: expected beyondmimic or holosoma")
+    if cfg.inputs not in (None, "raw", "obs"):
+        raise BcgdError(f"--inputs {cfg.inputs!r}: expected raw or obs")
     out = Path(cfg.output)
     _check_writable(out)
     ckpt, robot = load_for_export(Path(cfg.checkpoint))
+    trained = profile_of_config(ckpt["config"])
+    profile = get_profile(cfg.profile or trained)
+    if profile.deployable:
+        if cfg.inputs == "raw":
+            raise BcgdError(f"--inputs raw: profile {profile.name} has the obs signature (the stack builds the obs)")
+        return _export_deploy(cfg, ckpt, robot, profile, out)
+    if trained != "paper":
+        raise BcgdError(
+            f"--profile paper: the checkpoint's actor was trained on the {trained} observation; "
+            f"export it with --profile {trained}"
+        )
+    signature: Signature = cfg.inputs or "raw"
     # the raw signature's observation runs in float32 unless that misses the tolerance, against torch
     # or against the same module in float64 (then float64, ~15 us slower per call; see obs_graph)
     dtypes = [torch.float32, torch.float64] if signature == "raw" else [torch.float32]
@@ -251,38 +263,79 @@ def export_policy(cfg: ExportConfig) -> ExportResult:
             f"(output {worst[0]}) > {cfg.parity_tol:g} on {parity['num_inputs']} inputs{tried}; {out} not written"
         )
     run_path = str(Path(cfg.checkpoint).resolve())
-    meta = build_metadata(ckpt, robot, signature, profile, parity, OPSET, run_path)
+    meta = build_metadata(ckpt, robot, signature, parity, OPSET, run_path)
     del model.metadata_props[:]
     for k, v in meta.items():
         model.metadata_props.add(key=k, value=v)
     model.doc_string = f"bcg-deploy policy ({signature} inputs) for {robot.name}, motion {ckpt['motion'].get('name')}"
     onnx.checker.check_model(model, full_check=True)
     data = model.SerializeToString()
-    _self_check(data, sess, signature, chunks[0])
+    _self_check(data, sess, input_names(signature), chunks[0])
     atomic_write_bytes(out, data)
-    yaml_path = None
-    if cfg.deploy_yaml:
-        # unitree_rl_lab layout: <run>/exported/policy.onnx beside <run>/params/deploy.yaml
-        root = out.parent.parent if out.parent.name == "exported" else out.parent
-        yaml_path = root / "params" / "deploy.yaml"
-        atomic_write_bytes(yaml_path, deploy_yaml(ckpt, robot, out.name).encode())
     return ExportResult(
         path=out,
         signature=signature,
-        profile=profile,
+        profile="paper",
         parity=parity,
         metadata=meta,
         size_bytes=len(data),
         num_nodes=len(model.graph.node),
-        deploy_yaml=yaml_path,
         sources=states.sources,
         obs_dtype=_DTYPE_NAMES[obs_dtype],
     )
 
 
-def _self_check(data: bytes, sess: ort.InferenceSession, signature: Signature, chunk: tuple) -> None:
+def _export_deploy(cfg: ExportConfig, ckpt: dict, robot: RobotSpec, profile, out: Path) -> ExportResult:
+    """A deployable profile's export (``export/deploy.py``): static obs signature, opset 11, side files."""
+    consumer = dep.CONSUMERS[profile.name]
+    module, obs_module = dep.build_deploy_policy(ckpt, robot, profile)
+    rng = np.random.default_rng(cfg.seed)
+    clip = par.clip_states(ckpt["motion_arrays"])
+    states = par.concat(clip, par.noisy_states(clip, max(cfg.parity_samples - len(clip), len(clip)), rng))
+    chunks = dep.parity_feeds(obs_module, states.q, states.qd, states.t, consumer, cfg.seed)
+    model = dep.trace_static(module, consumer, profile.obs_dim)
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except onnx.checker.ValidationError as exc:
+        raise BcgdError(f"exported graph fails onnx.checker: {str(exc).splitlines()[0][:200]}") from None
+    sess = session(model.SerializeToString())
+    parity = check_parity(sess, module, "obs", chunks, names=(consumer.inputs, consumer.outputs))
+    parity |= {"tolerance": cfg.parity_tol, "sources": states.sources, "signature": "obs", "profile": profile.name}
+    if parity["max_abs_err"] > cfg.parity_tol:
+        worst = max(parity["per_output"].items(), key=lambda kv: kv[1]["max_abs_err"])
+        raise BcgdError(
+            f"parity check failed: onnxruntime differs from torch by {parity['max_abs_err']:.3g} "
+            f"(output {worst[0]}) > {cfg.parity_tol:g} on {parity['num_inputs']} inputs; {out} not written"
+        )
+    meta = dep.deploy_metadata(ckpt, robot, profile, parity, dep.DEPLOY_OPSET, str(Path(cfg.checkpoint).resolve()))
+    for k, v in meta.items():
+        model.metadata_props.add(key=k, value=v)
+    model.doc_string = f"bcg-deploy policy ({profile.name} profile, {consumer.stack}) for {robot.name}"
+    onnx.checker.check_model(model, full_check=True)
+    data = model.SerializeToString()
+    _self_check(data, sess, consumer.inputs, chunks[0])
+    atomic_write_bytes(out, data)
+    side: dict[str, Path] = {}
+    if consumer.side_files:
+        side = dep.side_file_paths(out, str(ckpt["motion"].get("name") or "motion"))
+        control_dt = timing(ckpt["config"], float(ckpt["motion_arrays"]["fps"]))["control_dt"]
+        atomic_write_bytes(side["deploy_yaml"], dep.unitree_deploy_yaml(robot, profile, control_dt).encode())
+        atomic_write_bytes(side["motion_npz"], dep.motion_npz(ckpt))
+    return ExportResult(
+        path=out,
+        signature="obs",
+        profile=profile.name,
+        parity=parity,
+        metadata=meta,
+        size_bytes=len(data),
+        num_nodes=len(model.graph.node),
+        side_files=side,
+        sources=states.sources,
+    )
+
+
+def _self_check(data: bytes, sess: ort.InferenceSession, names_in: tuple[str, ...], chunk: tuple) -> None:
     """The final bytes (with metadata) load and compute exactly what was verified."""
-    names_in = input_names(signature)
     feeds = {n: x.numpy() for n, x in zip(names_in, chunk, strict=True)}
     a = session(data).run(None, feeds)
     b = sess.run(None, feeds)

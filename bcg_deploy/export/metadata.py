@@ -1,4 +1,4 @@
-"""ONNX ``metadata_props`` of an exported policy, per profile, and the unitree_rl_lab deploy.yaml.
+"""ONNX ``metadata_props`` of an exported policy: the ``bcgd.*`` JSON keys and the BeyondMimic CSV keys.
 
 Numbers are written at full precision: CSV values with ``repr(float)`` (shortest round-trip form),
 JSON values with ``json.dumps`` (also round-trip). See ``bcg_deploy.export`` for the key list.
@@ -9,20 +9,18 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import onnx
 import onnxruntime
 import torch
-import yaml
 
 import bcg_deploy
 from bcg_deploy.export.graph import Signature, input_names, output_names
 from bcg_deploy.robots import RobotSpec
 from bcg_deploy.training.observations import raw_input_noise
 
-Profile = Literal["beyondmimic", "holosoma"]
 EXPORTER_VERSION = f"bcg-deploy {bcg_deploy.__version__} (export format 1)"
 ANCHOR_BODY = "pelvis"  # every robot-relative observation term is anchored on the root (pelvis)
 COMMAND_NAME = "motion"
@@ -154,17 +152,31 @@ def build_metadata(
     ckpt: dict,
     robot: RobotSpec,
     signature: Signature,
-    profile: Profile,
     parity: dict,
     opset: int,
     run_path: str,
 ) -> dict[str, str]:
-    """All ``metadata_props`` (string values) of one export."""
-    cfg = ckpt["config"] if isinstance(ckpt["config"], dict) else {}
+    """All ``metadata_props`` (string values) of a paper-profile (raw or obs signature) export."""
     spec = ckpt["observation"]
     obs_dim = sum(int(t["size"]) for t in spec)
-    tm = timing(cfg, float(ckpt["motion_arrays"]["fps"]))
     io = io_description(signature, robot.num_joints, len(robot.body_names), obs_dim)
+    action = {
+        "offset": _floats(robot.default_joint_pos),
+        "scale": _floats(robot.action_scale),
+        "clip": [-1.0, 1.0],
+        "joint_pos_target_clip": {"lo": _floats(robot.joint_range[:, 0]), "hi": _floats(robot.joint_range[:, 1])},
+        "formula": "actions = tanh(actor_mean(normalise(obs))); "
+        "joint_pos_target = clip(offset + scale * actions, lo, hi)",
+    }
+    extra = {"profile": "paper", "signature": signature, "input_noise": raw_input_noise(spec)}
+    meta = bcgd_keys(ckpt, robot, parity, opset, io, action, extra)
+    return meta | csv_keys(spec, robot, run_path, ANCHOR_BODY)
+
+
+def bcgd_keys(ckpt: dict, robot: RobotSpec, parity: dict, opset: int, io: dict, action: dict, extra: dict) -> dict:
+    """The ``bcgd.*`` keys (JSON values) every export carries; ``extra`` adds or overrides some."""
+    cfg = ckpt["config"] if isinstance(ckpt["config"], dict) else {}
+    tm = timing(cfg, float(ckpt["motion_arrays"]["fps"]))
     bundling = _get(cfg, "bcg", {})
     ours: dict[str, Any] = {
         "control_dt": tm["control_dt"],
@@ -174,19 +186,10 @@ def build_metadata(
         "velocity_limit": _floats(robot.velocity_limit),
         "armature": _floats(robot.armature),
         "quat_order": "wxyz",
-        "signature": signature,
         "inputs": io["inputs"],
         "outputs": io["outputs"],
-        "observation": spec,
-        "input_noise": raw_input_noise(spec),
-        "action": {
-            "offset": _floats(robot.default_joint_pos),
-            "scale": _floats(robot.action_scale),
-            "clip": [-1.0, 1.0],
-            "joint_pos_target_clip": {"lo": _floats(robot.joint_range[:, 0]), "hi": _floats(robot.joint_range[:, 1])},
-            "formula": "actions = tanh(actor_mean(normalise(obs))); "
-            "joint_pos_target = clip(offset + scale * actions, lo, hi)",
-        },
+        "observation": ckpt["observation"],
+        "action": action,
         "robot": dict(ckpt["robot"]),
         "motion": dict(ckpt["motion"]),
         "training": {
@@ -205,35 +208,26 @@ def build_metadata(
         "opset": int(opset),
         "parity": parity,
         "versions": {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__},
+    } | extra
+    return {f"bcgd.{k}": json.dumps(_finite(v)) for k, v in ours.items()}
+
+
+def csv_keys(spec: list[dict], robot: RobotSpec, run_path: str, anchor_body: str) -> dict[str, str]:
+    """The BeyondMimic / mjlab keys of the observation ``spec``, comma-separated at full precision
+    (whole_body_tracking ``utils/exporter.py`` ``attach_onnx_metadata``)."""
+    return {
+        "joint_names": csv(robot.joint_names),
+        "joint_stiffness": csv(_floats(robot.kp)),
+        "joint_damping": csv(_floats(robot.kd)),
+        "default_joint_pos": csv(_floats(robot.default_joint_pos)),
+        "action_scale": csv(_floats(robot.action_scale)),
+        "observation_names": csv([t["name"] for t in spec]),
+        "observation_history_lengths": csv([int(t.get("history", 1)) for t in spec]),
+        "command_names": COMMAND_NAME,
+        "anchor_body_name": anchor_body,
+        "body_names": csv(robot.body_names),
+        "run_path": run_path,
     }
-    meta = {f"bcgd.{k}": json.dumps(_finite(v)) for k, v in ours.items()}
-    if profile == "holosoma":
-        meta |= {
-            "dof_names": json.dumps(list(robot.joint_names)),
-            "kp": json.dumps(_floats(robot.kp)),
-            "kd": json.dumps(_floats(robot.kd)),
-            "default_joint_pos": json.dumps(_floats(robot.default_joint_pos)),
-            "action_scale": json.dumps(_floats(robot.action_scale)),
-            "command_ranges": json.dumps({}),
-            "robot_urdf": json.dumps(robot.mjcf_path.name),
-            "anchor_body_name": json.dumps(ANCHOR_BODY),
-            "body_names": json.dumps(list(robot.body_names)),
-        }
-    else:
-        meta |= {
-            "joint_names": csv(robot.joint_names),
-            "joint_stiffness": csv(_floats(robot.kp)),
-            "joint_damping": csv(_floats(robot.kd)),
-            "default_joint_pos": csv(_floats(robot.default_joint_pos)),
-            "action_scale": csv(_floats(robot.action_scale)),
-            "observation_names": csv([t["name"] for t in spec]),
-            "observation_history_lengths": csv([1 for _ in spec]),
-            "command_names": COMMAND_NAME,
-            "anchor_body_name": ANCHOR_BODY,
-            "body_names": csv(robot.body_names),
-            "run_path": run_path,
-        }
-    return meta
 
 
 def _finite(v: Any) -> Any:
@@ -245,35 +239,3 @@ def _finite(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         return [_finite(x) for x in v]
     return v
-
-
-def deploy_yaml(ckpt: dict, robot: RobotSpec, onnx_name: str) -> str:
-    """unitree_rl_lab-style ``params/deploy.yaml`` (joint order = the SDK motor order for the G1)."""
-    cfg = ckpt["config"] if isinstance(ckpt["config"], dict) else {}
-    tm = timing(cfg, float(ckpt["motion_arrays"]["fps"]))
-    doc = {
-        "policy": onnx_name,
-        "joint_ids_map": list(range(robot.num_joints)),
-        "joint_names": list(robot.joint_names),
-        "step_dt": tm["control_dt"],
-        "stiffness": _floats(robot.kp),
-        "damping": _floats(robot.kd),
-        "default_joint_pos": _floats(robot.default_joint_pos),
-        "commands": {COMMAND_NAME: {"num_frames": int(ckpt["motion"]["num_frames"]), "anchor_body": ANCHOR_BODY}},
-        "actions": {
-            "JointPositionAction": {
-                "clip": [[float(lo), float(hi)] for lo, hi in robot.joint_range],
-                "joint_names": list(robot.joint_names),
-                "joint_ids": None,
-                "scale": _floats(robot.action_scale),
-                "offset": _floats(robot.default_joint_pos),
-            }
-        },
-        "observations": {
-            t["name"]: {"params": {}, "clip": None, "scale": [1.0] * int(t["size"]), "history_length": 1}
-            for t in ckpt["observation"]
-        },
-    }
-    return "# unitree_rl_lab-style deploy parameters written by bcgd export (the ONNX metadata is authoritative)\n" + (
-        yaml.safe_dump(doc, sort_keys=False, default_flow_style=None)
-    )

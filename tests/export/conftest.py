@@ -91,15 +91,69 @@ def ckpt_dir(tmp_path_factory, robot, motion) -> Path:
     with one_torch_thread():
         save_checkpoint(d / "run.pt", make_payload(robot, motion))
         save_checkpoint(d / "run_other_norm.pt", make_payload(robot, motion, norm_scale=3.0))
+        for profile in ("beyondmimic", "beyondmimic_wose"):
+            save_checkpoint(d / f"run_{profile}.pt", make_profile_payload(robot, motion, profile))
     return d
 
 
 @pytest.fixture(scope="session")
+def deploy_exports(tmp_path_factory, ckpt_dir) -> dict:
+    """One export per deployable profile (unitree from the no-state-estimation checkpoint: same terms)."""
+    from bcg_deploy.export import ExportConfig, export_policy
+
+    src = {"beyondmimic": "beyondmimic", "beyondmimic_wose": "beyondmimic_wose", "unitree": "beyondmimic_wose"}
+    out = {}
+    with one_torch_thread():
+        for profile, ck in src.items():
+            path = tmp_path_factory.mktemp(profile) / "exported" / "policy.onnx"
+            path.parent.mkdir()
+            cfg = ExportConfig(checkpoint=ckpt_dir / f"run_{ck}.pt", output=path, profile=profile, parity_samples=300)
+            out[profile] = export_policy(cfg)
+    return out
+
+
+@pytest.fixture(scope="session")
 def raw_export(tmp_path_factory, ckpt_dir):
-    """The default export (raw inputs, BeyondMimic metadata, deploy.yaml) in the unitree_rl_lab layout."""
+    """The default export (paper profile: raw inputs, bcgd and CSV metadata)."""
     from bcg_deploy.export import ExportConfig, export_policy
 
     out = tmp_path_factory.mktemp("raw") / "exported" / "policy.onnx"
     out.parent.mkdir()
     with one_torch_thread():
-        return export_policy(ExportConfig(checkpoint=ckpt_dir / "run.pt", output=out, deploy_yaml=True))
+        return export_policy(ExportConfig(checkpoint=ckpt_dir / "run.pt", output=out))
+
+
+def make_profile_payload(robot, motion, profile: str, actor_seed: int = 0) -> dict:
+    """An untrained run.pt payload whose actor reads the deployable ``profile`` (config env.obs_profile)."""
+    from bcg_deploy.training.profile_obs import ProfileObservation
+
+    om = ProfileObservation(robot, motion, profile)
+    torch.manual_seed(actor_seed)
+    actor = Actor(om.obs_dim, robot.num_joints)
+    critics = [Critic(om.obs_dim) for _ in range(3)]
+    norm = RunningNormalizer(om.obs_dim)
+    states = clip_states({k: getattr(motion, k) for k in MOTION_ARRAYS})
+    q = torch.as_tensor(states.q, dtype=torch.float32)
+    qd = torch.as_tensor(states.qd, dtype=torch.float32)
+    gen = torch.Generator().manual_seed(actor_seed)
+    with torch.no_grad():
+        for _ in range(4):
+            last = 2 * torch.rand(q.shape[0], robot.num_joints, generator=gen) - 1
+            norm.update(om.add_noise(om(q, qd, torch.arange(q.shape[0]), last), gen))
+    cfg = TrainConfig()
+    cfg.shac.actor_hidden = actor.hidden
+    cfg.env.obs_profile = profile
+    plain = to_dict(cfg)
+    plain["sim"]["control_dt"] = cfg.sim.physics_dt * cfg.sim.substeps
+    return build_checkpoint(
+        robot=robot,
+        motion=motion,
+        observation=om,
+        config=plain,
+        actor=actor,
+        obs_normalizer=norm,
+        critics=critics,
+        target_critics=critics,
+        optimizers={"actor": torch.optim.Adam(actor.parameters())},
+        iteration=0,
+    )

@@ -40,7 +40,7 @@ def make_untrained_checkpoint(path: Path, seconds: float = 1.5) -> Path:
     return save_checkpoint(path, payload)
 
 
-def export_untrained(folder: Path, profile: str = "beyondmimic") -> Path:
+def export_untrained(folder: Path, profile: str = "paper") -> Path:
     from bcg_deploy.export import ExportConfig, export_policy
 
     ckpt = folder / "run.pt"

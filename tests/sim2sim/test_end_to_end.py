@@ -6,11 +6,9 @@ import json
 
 import numpy as np
 import onnx
-import pytest
 
 from bcg_deploy.sim2sim import Sim2SimConfig, run_sim2sim
 from bcg_deploy.sim2sim.policy import OnnxPolicy
-from tests.sim2sim.conftest import export_untrained
 from tests.sim2sim.test_bad_inputs import run_cli
 
 
@@ -88,11 +86,3 @@ def test_model_hash_mismatch_needs_force(untrained_onnx, tmp_path, capsys):
     assert code == 2 and "pass --force" in err
     rep = run_sim2sim(path, Sim2SimConfig(runs=1, force=True, max_duration_s=0.2))
     assert any("--force" in n for n in rep.settings["notes"])
-
-
-@pytest.mark.parametrize("profile", ["holosoma"])
-def test_other_metadata_profile(tmp_path, untrained_onnx, profile):
-    (tmp_path / "run.pt").write_bytes((untrained_onnx.parent / "run.pt").read_bytes())
-    path = export_untrained(tmp_path, profile)
-    rep = run_sim2sim(path, Sim2SimConfig(runs=1, max_duration_s=0.3))
-    assert rep.runs[0].steps == 15
