@@ -298,7 +298,7 @@ class ImitationEnv:
         """The profile's observation of (q, qd) at the current frames (deployable profiles read the action);
         ``transforms``: the world body transforms of ``q`` if already computed (reused by the paper's)."""
         if self._reads_action:
-            return self.obs_module(q, qd, self.frame, last_action)
+            return self.obs_module(q, qd, self.frame, last_action, transforms=transforms)
         return self.obs_module(q, qd, self.frame, transforms=transforms)
 
     def noisy(self, obs: torch.Tensor) -> torch.Tensor:

@@ -62,10 +62,16 @@ class ProfileObservation(nn.Module):
         return time_step.reshape(-1).to(torch.long).clamp(0, self.num_frames - 1)
 
     def forward(
-        self, q: torch.Tensor, qd: torch.Tensor, time_step: torch.Tensor, last_action: torch.Tensor
+        self,
+        q: torch.Tensor,
+        qd: torch.Tensor,
+        time_step: torch.Tensor,
+        last_action: torch.Tensor,
+        transforms: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Observation [B, obs_dim] (noise-free) of the state (q, qd) at reference frame ``time_step``."""
-        a = self.kinematics.transforms(q)  # [B, NB, 4, 4] world
+        """Observation [B, obs_dim] (noise-free) of the state (q, qd) at reference frame ``time_step``;
+        ``transforms``: the world body transforms of ``q`` [B, NB, 4, 4] if the caller has them."""
+        a = self.kinematics.transforms(q) if transforms is None else transforms  # [B, NB, 4, 4] world
         idx = self._index(time_step)
         signals = {
             "base_mat_w": a[:, 0, :3, :3],
