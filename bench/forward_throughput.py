@@ -27,7 +27,7 @@ from pathlib import Path
 import mujoco
 import torch
 import warp as wp
-from sim_throughput import _initial_state, _timeit, bench_mujoco
+from sim_throughput import _initial_state, _timeit, bench_mujoco, forward_rollout
 
 from bcg_deploy.diffsim import SimConfig, Simulator
 from bcg_deploy.fileio import atomic_write_json
@@ -45,11 +45,7 @@ def bench_sim(robot, num_envs: int, control_steps: int, repeats: int) -> dict:
     target = torch.tensor(robot.default_joint_pos, dtype=tdt).expand(num_envs, -1).contiguous()
 
     def run():
-        with torch.no_grad():
-            q, qd = q0, qd0
-            for _ in range(control_steps):
-                s = sim.step(q, qd, target)
-                q, qd = s.q, s.qd
+        forward_rollout(sim, q0, qd0, target, control_steps)
 
     run()
     assert sim._nograd_data.grad_buffer.numel() == 0 and sim.live_steps == 0  # forward-only: no adjoints

@@ -106,6 +106,15 @@ def bench_mujoco(robot, num_envs: int, steps: int, repeats: int, euler: bool = F
     }
 
 
+def forward_rollout(sim, q0: torch.Tensor, qd0: torch.Tensor, target: torch.Tensor, control_steps: int) -> None:
+    """``control_steps`` chained ``Simulator.step`` calls without gradient (the forward-only path)."""
+    with torch.no_grad():
+        q, qd = q0, qd0
+        for _ in range(control_steps):
+            s = sim.step(q, qd, target)
+            q, qd = s.q, s.qd
+
+
 def bench_ours(
     robot, num_envs: int, device: str, dtype: str, control_steps: int, window: int, repeats: int, contact: bool = False
 ) -> dict:
@@ -121,11 +130,7 @@ def bench_ours(
             torch.cuda.synchronize(tdev)
 
     def forward():
-        with torch.no_grad():
-            q, qd = q0, qd0
-            for _ in range(control_steps):
-                s = sim.step(q, qd, target)
-                q, qd = s.q, s.qd
+        forward_rollout(sim, q0, qd0, target, control_steps)
         sync()
 
     action = torch.zeros(num_envs, 29, dtype=tdt, device=tdev, requires_grad=True)
