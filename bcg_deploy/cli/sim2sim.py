@@ -35,6 +35,9 @@ def sim2sim(
     video_path: Path | None = typer.Option(None, "--video", help="Write an MP4 of run 0 (needs EGL or OSMesa)."),
     viewer: bool = typer.Option(False, "--viewer", help="Show run 0 in the interactive viewer (needs a display)."),
     robot: str = typer.Option("g1", "--robot", help="Packaged robot name."),
+    mjcf: Path | None = typer.Option(
+        None, "--mjcf", help="Another G1 model (MJCF): joints/bodies by name, gains from the ONNX, its own collisions."
+    ),
 ) -> None:
     """Run POLICY in MuJoCo (500 Hz PD, policy at its control rate) and report falls and tracking error."""
     from bcg_deploy.sim2sim.injection import parse_ms_range
@@ -58,6 +61,7 @@ def sim2sim(
         stop_on_fall=not keep_going,
         force=force,
         robot=robot,
+        mjcf=None if mjcf is None else str(mjcf),
     )
     with console.status("sim2sim") as status:
         report = run_sim2sim(

@@ -217,18 +217,61 @@ class OnnxPolicy:
         self.path = path
         self.sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
         self.session = _session(path)
-        self._check_io(spec)
-        self.meta = parse_metadata(self.session.get_modelmeta().custom_metadata_map, path, spec, force)
+        raw_meta = self.session.get_modelmeta().custom_metadata_map
+        self.profile = None  # a deployable ObsProfile: the obs contract (sim2sim builds the observation)
+        ins = {i.name for i in self.session.get_inputs()}
+        if "obs" in ins:
+            self._check_obs_io(spec, raw_meta)
+        else:
+            self._check_io(spec)
+        self.meta = parse_metadata(raw_meta, path, spec, force)
+        if self.profile is not None and self.meta.action_scale is None:
+            raise BcgdError(
+                f"{self.path}: metadata has no action_scale (the stack's target = default + scale x action)"
+            )
         self.num_joints = spec.num_joints
         self._bound_inputs: dict | None = None
 
+    def _check_obs_io(self, spec: RobotSpec, meta: dict) -> None:
+        """An ``obs`` signature: only a deployable profile's (the observation is built here, by term name)."""
+        from bcg_deploy.sim2sim.obs_contract import profile_for_names
+
+        ins = {i.name: i for i in self.session.get_inputs()}
+        declared = _json(meta, "bcgd.profile", self.path)
+        if declared in (None, "paper"):
+            raise BcgdError(
+                f"{self.path}: inputs ({', '.join(ins)}) carry the paper profile's 849-value observation, which no "
+                "deploy stack builds; sim2sim runs the raw-state signature (bcgd export's default) or a deployable "
+                "profile (bcgd export --profile beyondmimic|beyondmimic_wose|unitree)"
+            )
+        if "observation_names" not in meta:
+            raise BcgdError(f"{self.path}: metadata has no observation_names (the terms to build)")
+        names = tuple(s.strip() for s in meta["observation_names"].split(","))
+        self.profile = profile_for_names(names, declared, str(self.path))
+        if set(ins) - {"obs", "time_step"}:
+            raise BcgdError(f"{self.path}: inputs ({', '.join(ins)}): expected obs [, time_step]")
+        shape = ins["obs"].shape
+        if list(shape) != [1, self.profile.obs_dim]:
+            got = "(" + ", ".join(str(x) for x in shape) + ")"
+            raise BcgdError(f"{self.path}: input obs has shape {got}, expected (1, {self.profile.obs_dim})")
+        self.batch_dynamic = False
+        outs = [o.name for o in self.session.get_outputs()]
+        if "actions" not in outs:
+            raise BcgdError(f"{self.path}: no output 'actions' (outputs: {', '.join(outs)})")
+        self.ref_outputs = {k: k for k in REF_KEYS if k in outs}
+        self._obs_feeds = {"obs": np.zeros((1, self.profile.obs_dim), np.float32)}
+        if "time_step" in ins:
+            self._obs_feeds["time_step"] = np.zeros((1, 1), np.float32)
+
+    def run_obs(self, obs: np.ndarray, time_step: int) -> np.ndarray:
+        """``actions`` (float64 [J]) of an obs-signature policy for the observation ``obs`` [1, N]."""
+        self._obs_feeds["obs"][:] = obs
+        if "time_step" in self._obs_feeds:
+            self._obs_feeds["time_step"][0, 0] = time_step
+        return self.session.run(["actions"], self._obs_feeds)[0][0].astype(np.float64)
+
     def _check_io(self, spec: RobotSpec) -> None:
         ins = {i.name: i for i in self.session.get_inputs()}
-        if set(ins) == {"obs", "time_step"}:
-            raise BcgdError(
-                f"{self.path}: inputs (obs, time_step) are the BeyondMimic observation signature; sim2sim needs "
-                "the raw-state signature (base_pos, ..., joint_vel, time_step), bcgd export's default"
-            )
         if set(ins) != set(INPUT_NAMES):
             raise BcgdError(
                 f"{self.path}: inputs ({', '.join(ins)}) do not match the expected ({', '.join(INPUT_NAMES)})"
@@ -280,11 +323,20 @@ class OnnxPolicy:
         self._binding, self._bound_inputs = binding, inputs
 
     def reference(self) -> Reference:
-        """The reference clip baked into the graph: its outputs at time_step 0 .. num_frames - 1."""
+        """The reference clip baked into the graph: its outputs at time_step 0 .. num_frames - 1 (an obs
+        signature without them, unitree's: the motion NPZ the stack reads, ``params/<motion>.npz``)."""
         t = self.meta.num_frames
+        if self.profile is not None and len(self.ref_outputs) < len(REF_KEYS):
+            return self._npz_reference()
         names = [self.ref_outputs[k] for k in REF_KEYS]
-        one = make_inputs(self.num_joints)
-        if self.batch_dynamic:
+        one = make_inputs(self.num_joints) if self.profile is None else dict(self._obs_feeds)
+        if self.profile is not None:
+            rows = []
+            for i in range(t):
+                one["time_step"] = np.full((1, 1), i, np.float32)
+                rows.append(self.session.run(names, one))
+            outs = [np.concatenate([r[n] for r in rows]) for n in range(len(names))]
+        elif self.batch_dynamic:
             feeds = {k: np.repeat(v, t, axis=0) for k, v in one.items()}
             feeds["base_quat"][:, 0] = 1.0
             feeds["time_step"][:, 0] = np.arange(t, dtype=np.float32)
@@ -310,3 +362,18 @@ class OnnxPolicy:
                 )
             arrays[key] = arrays[key].reshape(shape)
         return Reference(fps=1.0 / self.meta.control_dt, source=f"policy {self.path.name}", **arrays)
+
+    def _npz_reference(self) -> Reference:
+        """unitree_rl_mjlab layout: ``<dir>/exported/policy.onnx`` beside ``<dir>/params/<motion>.npz``."""
+        root = self.path.parent.parent if self.path.parent.name == "exported" else self.path.parent
+        path = root / "params" / f"{self.meta.motion.get('name') or 'motion'}.npz"
+        if not path.is_file():
+            raise BcgdError(
+                f"{self.path}: no reference outputs and no motion file {path} (bcgd export --profile unitree)"
+            )
+        with np.load(path) as z:
+            missing = [k for k in REF_KEYS if k not in z.files]
+            if missing:
+                raise BcgdError(f"{path}: motion file lacks {', '.join(missing)}")
+            arrays = {k: np.asarray(z[k], np.float64) for k in REF_KEYS}
+        return Reference(fps=1.0 / self.meta.control_dt, source=f"motion file {path.name}", **arrays)

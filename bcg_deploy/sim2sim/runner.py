@@ -87,6 +87,9 @@ class Sim2SimConfig:
     force: bool = False
     """Run even if the policy was trained on another robot model (hash mismatch)."""
     robot: str = "g1"
+    mjcf: str | None = None
+    """Replay in another G1 model (MJCF file): joints and bodies matched by name, PD gains, effort limits,
+    armature and default pose from the ONNX, the model's own collision geometry (``other_model``)."""
 
 
 @dataclass
@@ -134,15 +137,24 @@ class Sim2SimSetup:
     noise: SensorNoise | None = None
     notes: list[str] = field(default_factory=list)
     settings: dict = field(default_factory=dict)
+    body_ids: np.ndarray | None = None
+    """MuJoCo body ids of the reference's bodies (default: bodies 1.. in order)."""
 
 
 Controller = Callable[[int, dict], np.ndarray]
 """(control step k, raw inputs name -> float32 [1, n]) -> joint position targets [J] (rad)."""
 
 
-def build_model(spec: RobotSpec, physics_dt: float, effort_limit: np.ndarray, armature: np.ndarray | None):
-    """The scene model with torque motors (ctrl = N m, clamped to +/- effort) and our MuJoCo settings."""
-    m = spec.load_model(scene=True)
+def build_model(
+    spec: RobotSpec,
+    physics_dt: float,
+    effort_limit: np.ndarray,
+    armature: np.ndarray | None,
+    model: mujoco.MjModel | None = None,
+):
+    """The scene model (or ``model``, e.g. from ``--mjcf``) with torque motors (ctrl = N m, clamped to +/-
+    effort) and our MuJoCo settings."""
+    m = spec.load_model(scene=True) if model is None else model
     m.opt.timestep = physics_dt
     m.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
     m.actuator_gaintype[:] = mujoco.mjtGain.mjGAIN_FIXED
@@ -274,8 +286,20 @@ def _finish_setup(spec, ref, control_dt, kp, kd, effort, armature, cfg, policy, 
     if cfg.max_duration_s is not None:
         ref = ref.truncated(int(round(cfg.max_duration_s * ref.fps)) + 1)
     n_sub = _substeps(control_dt, cfg.physics_dt)
-    model = build_model(spec, cfg.physics_dt, np.asarray(effort, np.float64), armature)
-    setup = Sim2SimSetup(spec, ref, control_dt, n_sub, kp, kd, effort, model, policy, notes=notes)
+    other, ids = None, None
+    if cfg.mjcf is not None:
+        from bcg_deploy.sim2sim.other_model import body_ids, load_mjcf
+
+        joints = meta.joint_names if meta else spec.joint_names
+        bodies = meta.body_names if meta else spec.body_names
+        anchor = [policy.profile.anchor_body] if policy is not None and policy.profile is not None else []
+        other = load_mjcf(cfg.mjcf, joints, tuple(bodies) + tuple(anchor))
+        ids = body_ids(other, bodies)
+        notes.append(f"model {cfg.mjcf}: its own bodies, inertias and collision geometry; ONNX gains and armature")
+    model = build_model(spec, cfg.physics_dt, np.asarray(effort, np.float64), armature, other)
+    setup = Sim2SimSetup(spec, ref, control_dt, n_sub, kp, kd, effort, model, policy, notes=notes, body_ids=ids)
+    if other is not None and foot_geoms(model).size == 0:
+        notes.append("foot penetration needs bcgd's foot contact spheres (*_foot_contact_*): n/a in this model")
     if cfg.randomize:
         setup.dr, note = domain_randomization_from_metadata(meta.domain_randomization if meta else None)
         notes.append(f"randomisation ranges: {note}")
@@ -326,6 +350,7 @@ def _settings(onnx_path, cfg: Sim2SimConfig, s: Sim2SimSetup) -> dict:
         "randomize": asdict(s.dr) if s.dr else None,
         "push": asdict(s.push) if s.push else None,
         "mujoco": mujoco_settings(s.model),
+        "mjcf": None if cfg.mjcf is None else {"path": str(cfg.mjcf), "sha256": _sha256(cfg.mjcf)},
         "versions": _versions(),
         "notes": s.notes,
     }
@@ -340,6 +365,12 @@ def _settings(onnx_path, cfg: Sim2SimConfig, s: Sim2SimSetup) -> dict:
             "training_physics_dt": m.physics_dt,
         }
     return out
+
+
+def _sha256(path: str | Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def _versions() -> dict:
@@ -401,7 +432,8 @@ def simulate_run(
     qj, vj, ctrl = d.qpos[7:], d.qvel[6:], d.ctrl
     a, b = np.zeros(j), np.zeros(j)
 
-    body_pos = np.zeros((num_k, m.nbody - 1, 3))
+    bids = setup.body_ids if setup.body_ids is not None else np.arange(1, m.nbody)
+    body_pos = np.zeros((num_k, bids.size, 3))
     joint_pos = np.zeros((num_k, j))
     root_pos = np.zeros((num_k, 3))
     torque = np.zeros((num_steps, j))
@@ -453,7 +485,7 @@ def simulate_run(
         if pin_qpos is not None:  # the pinned base sits exactly on reference frame k + 1
             d.qpos[:7], d.qvel[:6] = pin_qpos[i0 + n_sub], pin_qvel[i0 + n_sub]
         mujoco.mj_kinematics(m, d)
-        body_pos[k] = d.xpos[1:]
+        body_pos[k] = d.xpos[bids]
         joint_pos[k] = qj
         root_pos[k] = d.qpos[:3]
         k_done = k + 1
@@ -538,9 +570,36 @@ def _fill_inputs(inputs: dict, qpos: np.ndarray, qvel: np.ndarray) -> None:
 
 def _policy_controller(setup: Sim2SimSetup) -> Controller:
     policy = setup.policy
+    if policy.profile is not None:
+        return _obs_contract_controller(setup)
 
     def act(k: int, inputs: dict) -> np.ndarray:
         return policy.act(inputs, k)
+
+    return act
+
+
+def _obs_contract_controller(setup: Sim2SimSetup) -> Controller:
+    """An obs-signature policy, driven as its stack drives it: the observation built here from the sensed
+    state by term name (``obs_contract``), target = default_joint_pos + action_scale * actions."""
+    from bcg_deploy.sim2sim.obs_contract import ObsContract
+
+    policy, meta = setup.policy, setup.policy.meta
+    contract = ObsContract(policy.profile, setup.model, setup.reference, meta.joint_names, meta.body_names,
+                           meta.default_joint_pos)  # fmt: skip
+    last = np.zeros(len(meta.joint_names))
+    scale = meta.action_scale
+
+    def act(k: int, inputs: dict) -> np.ndarray:
+        qpos = np.concatenate([inputs["base_pos"][0], inputs["base_quat"][0], inputs["joint_pos"][0]])
+        qvel = np.concatenate([inputs["base_lin_vel"][0], inputs["base_ang_vel"][0], inputs["joint_vel"][0]])
+        qpos, qvel = qpos.astype(np.float64), qvel.astype(np.float64)
+        if k == 0:
+            contract.reset(qpos)
+            last[:] = 0.0
+        actions = policy.run_obs(contract.observation(k, qpos, qvel, last), k)
+        last[:] = actions
+        return meta.default_joint_pos + scale * actions
 
     return act
 

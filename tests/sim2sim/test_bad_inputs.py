@@ -75,7 +75,7 @@ CASES = {
     "no metadata": (lambda p: tiny_graph(p / "nometa.onnx"), "no bcgd metadata"),
     "wrong input names": (
         lambda p: tiny_graph(p / "obs.onnx", inputs=("obs", "time_step"), metadata=full_metadata()),
-        "observation signature",
+        "paper profile's 849-value observation",
     ),
     "unknown input names": (
         lambda p: tiny_graph(p / "x.onnx", inputs=("base_pos", "qpos", "time_step"), metadata=full_metadata()),
