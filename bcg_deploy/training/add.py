@@ -21,6 +21,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from bcg_deploy.training.config import ADDCfg
+from bcg_deploy.training.distributed import World
+from bcg_deploy.training.rng import even_split
 
 # ---------------------------------------------------------------------------------------------
 # features
@@ -76,12 +78,16 @@ class DiffNormalizer(nn.Module):
     def update(self, delta: torch.Tensor) -> None:
         x = delta.detach().reshape(-1, delta.shape[-1]).abs()
         x = x[torch.isfinite(x).all(dim=-1)]
-        n = x.shape[0]
+        self.update_sum(x.shape[0], x.sum(dim=0))
+
+    @torch.no_grad()
+    def update_sum(self, n: int, abs_sum: torch.Tensor) -> None:
+        """Merge ``n`` rows given by the sum of their |Delta| [dim] (exact merges across processes)."""
         if n == 0:
             return
         total = int(self.count) + n
         w = n / total
-        self.mean_abs.mul_(1.0 - w).add_(w * x.mean(dim=0).to(self.mean_abs.dtype))
+        self.mean_abs.mul_(1.0 - w).add_(w * (abs_sum / n).to(self.mean_abs.dtype))
         self.count.fill_(total)
 
     def normalize(self, delta: torch.Tensor) -> torch.Tensor:
@@ -159,33 +165,42 @@ class DiscLoss:
     acc_neg: torch.Tensor
 
 
-def discriminator_loss(disc: Discriminator, neg: torch.Tensor, cfg: ADDCfg) -> DiscLoss:
+def discriminator_loss(
+    disc: Discriminator, neg: torch.Tensor, cfg: ADDCfg, w_pos: float = 1.0, w_neg: float = 1.0
+) -> DiscLoss:
     """0.5 [BCE(D(0), 1) + BCE(D(neg), 0)] + logit_reg ||W_out||^2
-    + grad_penalty * 0.5 (E||dD/dx(neg)||^2 + E||dD/dx(0)||^2); ``neg`` are normalised residuals."""
+    + grad_penalty * 0.5 (E||dD/dx(neg)||^2 + E||dD/dx(0)||^2); ``neg`` are normalised residuals.
+
+    Data-parallel: a rank weights the data-free terms (positive sample, logit regulariser) by ``w_pos`` =
+    1 / world size and its negatives' means by ``w_neg`` = its share of the negatives, so the ranks'
+    losses sum to the single-process loss."""
     neg = neg.detach().requires_grad_(True)
     pos = torch.zeros(1, neg.shape[-1], dtype=neg.dtype, device=neg.device, requires_grad=True)
     logit_pos = disc(pos)
     logit_neg = disc(neg)
     bce = 0.5 * (
-        F.binary_cross_entropy_with_logits(logit_pos, torch.ones_like(logit_pos))
-        + F.binary_cross_entropy_with_logits(logit_neg, torch.zeros_like(logit_neg))
+        w_pos * F.binary_cross_entropy_with_logits(logit_pos, torch.ones_like(logit_pos))
+        + w_neg * F.binary_cross_entropy_with_logits(logit_neg, torch.zeros_like(logit_neg))
     )
     g_pos, g_neg = torch.autograd.grad(logit_pos.sum() + logit_neg.sum(), (pos, neg), create_graph=True)
-    gp = 0.5 * (g_neg.square().sum(-1).mean() + g_pos.square().sum(-1).mean())
-    reg = disc.out.weight.square().sum()
+    gp = 0.5 * (w_neg * g_neg.square().sum(-1).mean() + w_pos * g_pos.square().sum(-1).mean())
+    reg = w_pos * disc.out.weight.square().sum()
     total = bce + cfg.logit_reg * reg + cfg.grad_penalty * gp
     with torch.no_grad():
-        acc_pos = (logit_pos > 0).float().mean()
-        acc_neg = (logit_neg < 0).float().mean()
+        acc_pos = w_pos * (logit_pos > 0).float().mean()
+        acc_neg = w_neg * (logit_neg < 0).float().mean()
     return DiscLoss(total, bce.detach(), reg.detach(), gp.detach(), acc_pos, acc_neg)
 
 
 class ADD(nn.Module):
     """Discriminator + residual normaliser + replay buffer + optimiser step."""
 
-    def __init__(self, dim: int, cfg: ADDCfg) -> None:
+    def __init__(self, dim: int, cfg: ADDCfg, world: World | None = None) -> None:
+        """``world``: the data-parallel run (each rank steps on its share of the negatives; the
+        gradients and the |Delta| statistics are summed over ranks)."""
         super().__init__()
         self.cfg = cfg
+        self.world = world if world is not None else World(env_sizes=[1])
         self.disc = Discriminator(dim, cfg.hidden)
         self.norm = DiffNormalizer(dim, cfg.norm_floor)
         self.replay = ReplayBuffer(dim, cfg.replay_size)
@@ -203,36 +218,49 @@ class ADD(nn.Module):
 
     def update(self, deltas: torch.Tensor) -> dict[str, float]:
         """One or more SGD steps on the rollout's residuals [N, E, D] (+ replay), then store them."""
+        w = self.world
         flat = deltas.detach().reshape(-1, deltas.shape[-1])
         flat = flat[torch.isfinite(flat).all(dim=-1)]
         stats: dict[str, float] = {}
-        if flat.shape[0] == 0:
+        sums = torch.cat([flat.new_tensor([float(flat.shape[0])]), flat.abs().sum(0)]).double()
+        sums = w.all_reduce_(sums)
+        if int(sums[0]) == 0:
             return stats
-        self.norm.update(flat)
+        self.norm.update_sum(int(sums[0]), sums[1:])
+        share = even_split(self.cfg.batch_size, w.size)[w.rank]
+        w_neg = share / self.cfg.batch_size
+        params = list(self.disc.parameters())
         self.disc.requires_grad_(True)
         try:
             for _ in range(self.cfg.updates_per_iter):
-                n_cur = self.cfg.batch_size if int(self.replay.count) == 0 else self.cfg.batch_size // 2
-                cur = flat[torch.randint(0, flat.shape[0], (n_cur,), device=flat.device)]
-                neg = cur if int(self.replay.count) == 0 else torch.cat([cur, self.replay.sample(n_cur)])
-                loss = discriminator_loss(self.disc, self.norm.normalize(neg.to(flat.dtype)), self.cfg)
-                if not torch.isfinite(loss.total):
-                    stats["disc_skipped"] = stats.get("disc_skipped", 0.0) + 1.0
-                    continue
+                n_cur = share if int(self.replay.count) == 0 else share // 2
+                if flat.shape[0] == 0:  # this rank has no finite residual: it contributes no negatives
+                    neg = flat[:0]
+                else:
+                    cur = flat[torch.randint(0, flat.shape[0], (n_cur,), device=flat.device)]
+                    neg = cur if int(self.replay.count) == 0 else torch.cat([cur, self.replay.sample(share - n_cur)])
+                loss = discriminator_loss(
+                    self.disc, self.norm.normalize(neg.to(flat.dtype)), self.cfg, 1.0 / w.size, w_neg
+                )
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.total.backward()
-                for p in self.disc.parameters():
+                parts = torch.stack(
+                    [loss.total, loss.bce, loss.grad_penalty, loss.logit_reg, loss.acc_pos, loss.acc_neg]
+                )
+                total = w.all_reduce_grads(params, parts.detach())
+                if not bool(torch.isfinite(total[0])):
+                    self.optimizer.zero_grad(set_to_none=True)
+                    stats["disc_skipped"] = stats.get("disc_skipped", 0.0) + 1.0
+                    continue
+                for p in params:
                     if p.grad is not None:
                         torch.nan_to_num_(p.grad, nan=0.0, posinf=0.0, neginf=0.0)
                 self.optimizer.step()
+                t = total.tolist()
                 stats.update(
-                    disc_loss=float(loss.total.detach()),
-                    disc_bce=float(loss.bce),
-                    disc_grad_penalty=float(loss.grad_penalty),
-                    disc_logit_reg=float(loss.logit_reg),
-                    disc_acc_pos=float(loss.acc_pos),
-                    disc_acc_neg=float(loss.acc_neg),
-                )
+                    disc_loss=t[0], disc_bce=t[1], disc_grad_penalty=t[2], disc_logit_reg=t[3],
+                    disc_acc_pos=t[4], disc_acc_neg=t[5],
+                )  # fmt: skip
         finally:
             self.freeze()
         self.replay.add(flat)

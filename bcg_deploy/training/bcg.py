@@ -281,7 +281,8 @@ class BundledTransition:
             raise ValueError(f"bundle state has {d['left'].shape[0]} envs, this run has {E}")
         self.left = d["left"].to(self.device)
         self.force = d["force"].to(self.device, self.dtype)
-        self._load_generator(d["generator"], d.get("generator_device", "cpu"))
+        if "generator" in d:  # absent when a run resumes at another world size: a fresh stream
+            self._load_generator(d["generator"], d.get("generator_device", "cpu"))
         for name in ("br_q", "br_qd", "avg_q", "avg_qd"):
             v = d.get(name)
             setattr(self, name, v.to(self.device, self.dtype) if v is not None else None)

@@ -247,6 +247,10 @@ class RunnerCfg:
     stop_at: int = 0
     """Stop (and save) after this iteration without changing the schedule; 0 = run all ``iterations``."""
     tensorboard: bool = True
+    env_streams: int = 1
+    """Random streams a single process splits its envs into (contiguous blocks). A data-parallel run gives
+    each rank one stream of its own; a single process with ``env_streams`` = N reproduces the envs of an
+    N-rank run exactly."""
     threads: int = 1
     """torch intra-op threads (0 = torch default). 1 by default: Warp's CPU kernels are single-threaded, so
     use one process per core; measured on a shared 2-core machine, torch's default 2 threads made a

@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields
 import torch
 
 from bcg_deploy.training.config import DomainRandCfg
+from bcg_deploy.training.rng import Draw
 
 
 @dataclass
@@ -49,11 +50,18 @@ def nominal_params(like: EnvParams) -> EnvParams:
     return out
 
 
-def _uniform(lo: float, hi: float, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
-    return lo + (hi - lo) * torch.rand(shape, device=device, dtype=torch.float64)
+def _rows(num: int, device, draw: Draw | None) -> Draw:
+    """``draw`` (the envs' own streams, ``training.rng``) or ``num`` rows from torch's global generator."""
+    if draw is None:
+        return Draw([None], [num], torch.device(device))
+    if draw.n != num:
+        raise ValueError(f"draw for {draw.n} envs used for {num}")
+    return draw
 
 
-def sample_params(cfg: DomainRandCfg, num_envs: int, num_bodies: int, num_joints: int, device) -> EnvParams:
+def sample_params(
+    cfg: DomainRandCfg, num_envs: int, num_bodies: int, num_joints: int, device, draw: Draw | None = None
+) -> EnvParams:
     """Draw parameters for ``num_envs`` envs (float64; nominal when ``cfg.enabled`` is False)."""
     E, NB, J = num_envs, num_bodies, num_joints
     if not cfg.enabled:
@@ -71,17 +79,18 @@ def sample_params(cfg: DomainRandCfg, num_envs: int, num_bodies: int, num_joints
             action_latency=torch.zeros(E, dtype=torch.long, device=device),
         )
     c = cfg.link_com_offset
+    d = _rows(E, device, draw)
     return EnvParams(
-        friction=_uniform(*cfg.friction, (E,), device),
-        base_mass_add=_uniform(*cfg.base_mass_add, (E,), device),
-        link_mass_scale=_uniform(*cfg.link_mass_scale, (E, NB), device),
-        link_com_offset=_uniform(-c, c, (E, NB, 3), device),
-        kp_scale=_uniform(*cfg.kp_scale, (E, J), device),
-        kd_scale=_uniform(*cfg.kd_scale, (E, J), device),
-        armature_scale=_uniform(*cfg.armature_scale, (E, J), device),
-        joint_friction_scale=_uniform(*cfg.joint_friction_scale, (E, J), device),
-        default_joint_offset=_uniform(-cfg.default_joint_offset, cfg.default_joint_offset, (E, J), device),
-        action_latency=torch.randint(cfg.action_latency[0], cfg.action_latency[1] + 1, (E,), device=device),
+        friction=d.uniform(*cfg.friction),
+        base_mass_add=d.uniform(*cfg.base_mass_add),
+        link_mass_scale=d.uniform(*cfg.link_mass_scale, NB),
+        link_com_offset=d.uniform(-c, c, NB, 3),
+        kp_scale=d.uniform(*cfg.kp_scale, J),
+        kd_scale=d.uniform(*cfg.kd_scale, J),
+        armature_scale=d.uniform(*cfg.armature_scale, J),
+        joint_friction_scale=d.uniform(*cfg.joint_friction_scale, J),
+        default_joint_offset=d.uniform(-cfg.default_joint_offset, cfg.default_joint_offset, J),
+        action_latency=d.randint(cfg.action_latency[0], cfg.action_latency[1] + 1),
     )
 
 
@@ -114,27 +123,32 @@ def _const(values: tuple[float, ...], device: torch.device) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.float64, device=device)
 
 
-def sample_push_interval(cfg: DomainRandCfg, num: int, control_dt: float, device) -> torch.Tensor:
+def sample_push_interval(
+    cfg: DomainRandCfg, num: int, control_dt: float, device, draw: Draw | None = None
+) -> torch.Tensor:
     """Control steps until the next push, U(push_interval_s) rounded, at least 1; [num] long."""
-    s = _uniform(*cfg.push_interval_s, (num,), device)
+    s = _rows(num, device, draw).uniform(*cfg.push_interval_s)
     return torch.clamp(torch.round(s / control_dt), min=1).long()
 
 
-def sample_push(cfg: DomainRandCfg, num: int, device) -> torch.Tensor:
+def sample_push(cfg: DomainRandCfg, num: int, device, draw: Draw | None = None) -> torch.Tensor:
     """Velocity kicks [num, 6]: base linear (world, m/s) then angular (base frame, rad/s)."""
     half = _const(tuple(cfg.push_lin_vel) + tuple(cfg.push_ang_vel), torch.device(device))
-    return (2.0 * torch.rand(num, 6, dtype=torch.float64, device=device) - 1.0) * half
+    return (2.0 * _rows(num, device, draw).rand(6) - 1.0) * half
 
 
-def sample_reset_noise(cfg: DomainRandCfg, num: int, num_joints: int, device) -> dict[str, torch.Tensor]:
+def sample_reset_noise(
+    cfg: DomainRandCfg, num: int, num_joints: int, device, draw: Draw | None = None
+) -> dict[str, torch.Tensor]:
     """Reset offsets: ``pos`` [num, 3] m, ``rpy`` [num, 3] rad, ``joints`` [num, J] rad (zeros when off)."""
     if not cfg.enabled:
         z = torch.zeros(num, 3, dtype=torch.float64, device=device)
         return {"pos": z, "rpy": z.clone(), "joints": torch.zeros(num, num_joints, dtype=torch.float64, device=device)}
     pos_h = _const(tuple(cfg.reset_pos), torch.device(device))
     rot_h = _const(tuple(cfg.reset_rot), torch.device(device))
+    d = _rows(num, device, draw)
     return {
-        "pos": (2.0 * torch.rand(num, 3, dtype=torch.float64, device=device) - 1.0) * pos_h,
-        "rpy": (2.0 * torch.rand(num, 3, dtype=torch.float64, device=device) - 1.0) * rot_h,
-        "joints": _uniform(-cfg.reset_joint, cfg.reset_joint, (num, num_joints), device),
+        "pos": (2.0 * d.rand(3) - 1.0) * pos_h,
+        "rpy": (2.0 * d.rand(3) - 1.0) * rot_h,
+        "joints": d.uniform(-cfg.reset_joint, cfg.reset_joint, num_joints),
     }

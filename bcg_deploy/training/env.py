@@ -41,6 +41,7 @@ from bcg_deploy.training.add import ADD, action_rate_penalty, add_features, feat
 from bcg_deploy.training.config import TrainConfig
 from bcg_deploy.training.kinematics import axis_angle_quat, quat_mul, quat_normalize, quat_to_mat
 from bcg_deploy.training.profile_obs import make_observation
+from bcg_deploy.training.rng import Draw, EnvRandom
 
 # ---------------------------------------------------------------------------------------------
 # transition (the BCG hook)
@@ -147,7 +148,11 @@ class ImitationEnv:
         add: ADD | None = None,
         sim: Any = None,
         device: str | torch.device = "cpu",
+        num_envs: int | None = None,
+        rng: EnvRandom | None = None,
     ) -> None:
+        """``num_envs``: the envs this process simulates (default ``cfg.env.num_envs``; a data-parallel
+        rank gets its share); ``rng``: their random streams (default one stream from ``cfg.runner.seed``)."""
         self.cfg = cfg
         self.robot = robot
         self.motion = motion
@@ -155,7 +160,10 @@ class ImitationEnv:
         self.fixed_shapes = self.device.type != "cpu"
         """Step without host reads (see ``step``): on by default on CUDA, where each read waits for the GPU."""
         self.dtype = torch.float64 if cfg.sim.dtype == "float64" else torch.float32
-        self.num_envs = E = cfg.env.num_envs
+        self.num_envs = E = cfg.env.num_envs if num_envs is None else int(num_envs)
+        self.rng = rng if rng is not None else EnvRandom(cfg.runner.seed, [E], device=self.device)
+        if self.rng.num_envs != E:
+            raise ValueError(f"env random streams cover {self.rng.num_envs} envs, this env has {E}")
         self.num_frames = motion.num_frames
         if self.num_frames < 3:
             raise ValueError(f"motion {motion.name!r} has {self.num_frames} frames; need at least 3")
@@ -178,7 +186,7 @@ class ImitationEnv:
         self.feature_dim = feature_dim(self.num_bodies, len(robot.key_bodies), robot.num_joints)
         self.add = add
         if sim is None:
-            sim = make_simulator(cfg, robot, self.device)
+            sim = make_simulator(cfg, robot, self.device, num_envs=E)
         self.sim = sim
         self.transition: Transition = SimTransition(sim)
         # Per-env bookkeeping (long tensors are phase/counters; q/qd carry the graph in a window).
@@ -189,7 +197,9 @@ class ImitationEnv:
         self.episode_return = torch.zeros(E, dtype=torch.float64, device=self.device)
         self.last_action = torch.zeros(E, self.num_actions, dtype=self.dtype, device=self.device)
         self.push_timer = torch.zeros(E, dtype=torch.long, device=self.device)
-        self.params = dr.sample_params(cfg.domain_rand, E, self.num_bodies, robot.num_joints, self.device)
+        self.params = dr.sample_params(
+            cfg.domain_rand, E, self.num_bodies, robot.num_joints, self.device, draw=self.rng.rows()
+        )
         self.sim_params_applied = apply_params_to_sim(self.sim, self.robot, self.params)
         self._nan_countdown = -1
 
@@ -234,10 +244,10 @@ class ImitationEnv:
         qd = torch.cat([self.ref_root_lin_vel[frames], ang_body, self.ref_joint_vel[frames]], dim=-1)
         return q, qd
 
-    def _sample_start_frames(self, n: int) -> torch.Tensor:
+    def _sample_start_frames(self, draw: Draw) -> torch.Tensor:
         if not self.cfg.env.random_start:
-            return torch.zeros(n, dtype=torch.long, device=self.device)
-        return torch.randint(0, self.num_frames - 2, (n,), device=self.device)
+            return torch.zeros(draw.n, dtype=torch.long, device=self.device)
+        return draw.randint(0, self.num_frames - 2)
 
     def reset(self) -> torch.Tensor:
         """Reset every env at a random phase; returns the noise-free observation [E, O]."""
@@ -246,13 +256,14 @@ class ImitationEnv:
         self.transition.reset(mask)
         return self.observe()
 
-    def _reset_draws(self, n: int) -> tuple[torch.Tensor, dict, dr.EnvParams, torch.Tensor]:
-        """The random draws of ``n`` resets, in this order: start frames, reset noise, per-episode
-        parameters, push timers."""
-        frames = self._sample_start_frames(n)
-        noise = dr.sample_reset_noise(self.cfg.domain_rand, n, self.num_actions, self.device)
-        new = dr.sample_params(self.cfg.domain_rand, n, self.num_bodies, self.num_actions, self.device)
-        timers = dr.sample_push_interval(self.cfg.domain_rand, n, self.control_dt, self.device)
+    def _reset_draws(self, draw: Draw) -> tuple[torch.Tensor, dict, dr.EnvParams, torch.Tensor]:
+        """The random draws of ``draw.n`` resets (the envs' own streams), in this order: start frames,
+        reset noise, per-episode parameters, push timers."""
+        n = draw.n
+        frames = self._sample_start_frames(draw)
+        noise = dr.sample_reset_noise(self.cfg.domain_rand, n, self.num_actions, self.device, draw=draw)
+        new = dr.sample_params(self.cfg.domain_rand, n, self.num_bodies, self.num_actions, self.device, draw=draw)
+        timers = dr.sample_push_interval(self.cfg.domain_rand, n, self.control_dt, self.device, draw=draw)
         return frames, noise, new, timers
 
     def _reset_rows(self, mask: torch.Tensor, q: torch.Tensor, qd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -266,7 +277,7 @@ class ImitationEnv:
         n = idx.numel()
         if n == 0:
             return q, qd
-        frames, noise, new, timers = self._reset_draws(n)
+        frames, noise, new, timers = self._reset_draws(self.rng.rows(idx))
         q_r, qd_r = self.reference_state(frames, noise)
         self.frame = self.frame.index_copy(0, idx, frames)
         self.episode_len = self.episode_len.index_fill(0, idx, 0)
@@ -278,7 +289,7 @@ class ImitationEnv:
 
     def _reset_masked(self, mask: torch.Tensor, q: torch.Tensor, qd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``_reset_rows`` with fixed shapes: E draws, the rows of ``mask`` take theirs."""
-        frames, noise, new, timers = self._reset_draws(self.num_envs)
+        frames, noise, new, timers = self._reset_draws(self.rng.rows())
         q_r, qd_r = self.reference_state(frames, noise)
         self.frame = torch.where(mask, frames, self.frame)
         self.episode_len = self.episode_len.masked_fill(mask, 0)
@@ -305,7 +316,10 @@ class ImitationEnv:
         """The actor's training input: per-term noise U(-n, n) (scaled) when enabled."""
         if not self.cfg.env.obs_noise or self.cfg.env.obs_noise_scale == 0.0:
             return obs
-        u = torch.rand(obs.shape, dtype=obs.dtype, device=obs.device)
+        if obs.dim() == 2 and obs.shape[0] == self.num_envs:  # the envs' observation: their own streams
+            u = self.rng.rows().rand(obs.shape[-1], dtype=obs.dtype)
+        else:
+            u = torch.rand(obs.shape, dtype=obs.dtype, device=obs.device)
         return obs + (2.0 * u - 1.0) * (self.obs_module.noise_vector * self.cfg.env.obs_noise_scale)
 
     def detach(self) -> None:
@@ -416,8 +430,11 @@ class ImitationEnv:
         due = self.push_timer <= 0
         pad = (self.num_envs, qd.shape[1] - 6)
         if self.fixed_shapes:  # E kicks and timers drawn, the due rows take theirs
-            kick = dr.sample_push(self.cfg.domain_rand, self.num_envs, self.device).to(self.dtype)
-            timers = dr.sample_push_interval(self.cfg.domain_rand, self.num_envs, self.control_dt, self.device)
+            draw = self.rng.rows()
+            kick = dr.sample_push(self.cfg.domain_rand, self.num_envs, self.device, draw=draw).to(self.dtype)
+            timers = dr.sample_push_interval(
+                self.cfg.domain_rand, self.num_envs, self.control_dt, self.device, draw=draw
+            )
             self.push_timer = torch.where(due, timers, self.push_timer)
             kick = kick.masked_fill(~due[:, None], 0.0)
             return q, qd + torch.cat([kick, qd.new_zeros(pad)], dim=-1)
@@ -426,8 +443,9 @@ class ImitationEnv:
         if n == 0:
             return q, qd
         kick = torch.zeros(self.num_envs, 6, dtype=self.dtype, device=self.device)
-        kick = kick.index_copy(0, idx, dr.sample_push(self.cfg.domain_rand, n, self.device).to(self.dtype))
-        timers = dr.sample_push_interval(self.cfg.domain_rand, n, self.control_dt, self.device)
+        draw = self.rng.rows(idx)
+        kick = kick.index_copy(0, idx, dr.sample_push(self.cfg.domain_rand, n, self.device, draw=draw).to(self.dtype))
+        timers = dr.sample_push_interval(self.cfg.domain_rand, n, self.control_dt, self.device, draw=draw)
         self.push_timer = self.push_timer.index_copy(0, idx, timers)
         return q, qd + torch.cat([kick, torch.zeros(pad, dtype=self.dtype, device=self.device)], dim=-1)
 
@@ -454,6 +472,7 @@ class ImitationEnv:
             "push_timer": self.push_timer.clone(),
             "params": {k: v.clone() for k, v in self.params.state_dict().items()},
             "transition": self.transition.state_dict(),
+            "rng": self.rng.state_dict(),
         }
 
     def load_state_dict(self, d: dict[str, Any]) -> None:
@@ -474,18 +493,21 @@ class ImitationEnv:
         if not same:  # re-uploading model arrays makes the simulator re-record its launches: only when needed
             self.sim_params_applied = apply_params_to_sim(self.sim, self.robot, self.params)
         self.transition.load_state_dict(d.get("transition", {}))
+        if "rng" in d:
+            self.rng.load_state_dict(d["rng"])
 
 
 # ---------------------------------------------------------------------------------------------
 # simulator glue
 
 
-def make_simulator(cfg: TrainConfig, robot: RobotSpec, device: torch.device) -> Any:
-    """Build the differentiable simulator for ``cfg`` (E envs, dtype, dt, substeps, kappa)."""
+def make_simulator(cfg: TrainConfig, robot: RobotSpec, device: torch.device, num_envs: int | None = None) -> Any:
+    """Build the differentiable simulator for ``cfg`` (E envs, default ``cfg.env.num_envs``; dtype, dt,
+    substeps, kappa)."""
     from bcg_deploy.diffsim import SimConfig, Simulator
 
     sim = SimConfig(
-        num_envs=cfg.env.num_envs,
+        num_envs=cfg.env.num_envs if num_envs is None else int(num_envs),
         device=str(device),
         dtype=cfg.sim.dtype,
         physics_dt=cfg.sim.physics_dt,

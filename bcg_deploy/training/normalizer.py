@@ -6,7 +6,8 @@ API summary:
   ``state_dict``): ``mean`` [size], ``var`` [size] (population variance), ``count`` [], ``eps`` [],
   ``clip`` [].
 - ``update(x)``: merge a batch ``x`` [..., size] into the statistics (Chan's parallel algorithm,
-  computed in float64, no gradient). Non-finite rows are skipped.
+  computed in float64, no gradient). Non-finite rows are skipped. ``update_moments(n, mean, m2)`` merges
+  a batch given by its count, mean and sum of squared deviations (exact merges across processes).
 - ``forward(x) -> clamp((x - mean) / sqrt(var + eps), -clip, clip)`` in ``x.dtype`` (gradient flows
   to ``x``). ``denormalize(y)`` is the inverse without the clamp.
 - ``folded() -> {"mean", "std", "clip"}`` (float64 tensors, ``std = sqrt(var + eps)``): the affine map
@@ -50,11 +51,19 @@ class RunningNormalizer(nn.Module):
         if n == 0:
             return
         b_mean = x.mean(0)
-        b_var = x.var(0, unbiased=False)
+        self.update_moments(torch.tensor(float(n), dtype=torch.float64), b_mean, (x - b_mean).square().sum(0))
+
+    @torch.no_grad()
+    def update_moments(self, n: torch.Tensor, b_mean: torch.Tensor, b_m2: torch.Tensor) -> None:
+        """Merge a batch given by its moments: count ``n``, mean [size], M2 = sum of squared deviations
+        [size] (float64; e.g. merged over data-parallel ranks). A batch of count 0 changes nothing."""
+        n = n.to(self.count)
+        if float(n) == 0.0:
+            return
         tot = self.count + n
-        delta = b_mean - self.mean
+        delta = b_mean.to(self.mean) - self.mean
         new_mean = self.mean + delta * (n / tot)
-        m2 = self.var * self.count + b_var * n + delta.square() * (self.count * n / tot)
+        m2 = self.var * self.count + b_m2.to(self.mean) + delta.square() * (self.count * n / tot)
         self.mean.copy_(new_mean)
         self.var.copy_(m2 / tot)
         self.count.copy_(tot)

@@ -37,6 +37,7 @@ from bcg_deploy.errors import BcgdError
 from bcg_deploy.motions.motion import Motion
 from bcg_deploy.training import checkpoint as ckpt_io
 from bcg_deploy.training.config import PPOCfg, TrainConfig, to_dict
+from bcg_deploy.training.distributed import World
 from bcg_deploy.training.logger import MetricsLogger, episode_metrics
 from bcg_deploy.training.networks import mlp
 from bcg_deploy.training.normalizer import RunningNormalizer
@@ -190,6 +191,8 @@ class PPOTrainer:
         self.events: list[dict] = []
         self.on_iteration, self.on_event = on_iteration, on_event
         self.last_metrics: dict = {}
+        self.world = World(env_sizes=[self.env.num_envs])  # one process (Trainer.run's data-parallel hooks)
+        self._stop_requested = False
         self.logger = MetricsLogger(self.run_dir, cfg.runner.tensorboard)
         _write_config(self.run_dir, cfg)
         missing = [k for k, ok in self.env.sim_params_applied.items() if not ok and k != "joint_friction"]

@@ -8,12 +8,18 @@ normalisers, the discriminator step; then metrics to ``metrics.jsonl`` / TensorB
 ``runner.save_every`` iterations and at the end, never from a non-finite model (the refusal is logged
 in ``events.jsonl``). A run resumed from ``run.pt`` continues bit-exactly on CPU: the checkpoint holds
 the env state, replay buffer, optimisers, normalisers and every RNG state.
+
+Data-parallel (``training.distributed``): the same ``Trainer`` runs on every rank with its share of the
+envs; rank 0 alone writes run.pt, metrics.jsonl, TensorBoard and calls ``on_iteration``. The checkpoint
+holds the whole run's env state, so it resumes at any world size (the envs re-split; bit-exact only at the
+same world size). Ctrl-C (SIGINT) on any rank stops every rank at the next iteration boundary, saved.
 """
 
 from __future__ import annotations
 
 import collections
 import math
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,8 +37,10 @@ from bcg_deploy.training import checkpoint as ckpt_io
 from bcg_deploy.training.add import ADD
 from bcg_deploy.training.config import MotionCfg, TrainConfig, from_dict, to_dict
 from bcg_deploy.training.device import configure_numerics, resolve_device
+from bcg_deploy.training.distributed import World, merge_env_states, split_env_state
 from bcg_deploy.training.env import ImitationEnv, SimTransition, Transition
 from bcg_deploy.training.logger import MetricsLogger, episode_metrics, plot_learning_curve
+from bcg_deploy.training.rng import EnvRandom, even_split, shard_seed
 from bcg_deploy.training.shac import SHAC
 
 CHECKPOINT_NAME = "run.pt"
@@ -84,6 +92,7 @@ class Trainer:
         sim: Any = None,
         on_iteration: Callable[[dict], None] | None = None,
         on_event: Callable[[dict], None] | None = None,
+        world: World | None = None,
     ) -> None:
         self.robot = load_robot(cfg.robot)
         ckpt = None
@@ -96,14 +105,27 @@ class Trainer:
         self.numerics = configure_numerics(self.device, cfg.runner.tf32, cfg.runner.deterministic)
         if cfg.runner.threads > 0:
             torch.set_num_threads(cfg.runner.threads)
-        seed_everything(cfg.runner.seed)
+        self.world = w = world if world is not None else World(env_sizes=[cfg.env.num_envs])
+        if w.total_envs != cfg.env.num_envs:
+            raise BcgdError(f"the ranks' envs {w.env_sizes} do not add up to env.num_envs {cfg.env.num_envs}")
+        seed = cfg.runner.seed
+        seed_everything(seed)  # the same network initialisation on every rank
         self.motion = motion if motion is not None else load_motion(cfg.motion, self.robot)
         dtype = torch.float64 if cfg.sim.dtype == "float64" else torch.float32
-        self.env = ImitationEnv(cfg, self.robot, self.motion, sim=sim, device=self.device)
-        self.env.transition = build_transition(cfg, self.env)
-        self.add = ADD(self.env.feature_dim, cfg.add).to(self.device, dtype)
+        if w.distributed:
+            rng = EnvRandom(seed, [w.local_envs], first_shard=w.rank, device=self.device)
+        else:
+            rng = EnvRandom(seed, even_split(w.local_envs, max(cfg.runner.env_streams, 1)), device=self.device)
+        self.env = ImitationEnv(
+            cfg, self.robot, self.motion, sim=sim, device=self.device, num_envs=w.local_envs, rng=rng
+        )
+        self.env.transition = build_transition(cfg, self.env, seed=shard_seed(seed, w.rank) + 0xBC6)
+        self.add = ADD(self.env.feature_dim, cfg.add, world=w).to(self.device, dtype)
         self.env.add = self.add
-        self.shac = SHAC(cfg.shac, self.env.obs_dim, self.env.num_actions, cfg.env.num_envs).to(self.device, dtype)
+        self.shac = SHAC(cfg.shac, self.env.obs_dim, self.env.num_actions, w.local_envs, world=w, seed=seed)
+        self.shac.to(self.device, dtype)
+        w.broadcast_params_([*self.shac.parameters(), *self.add.disc.parameters()])
+        torch.manual_seed(shard_seed(seed, w.rank) + 1)  # this rank's own stream (discriminator batches)
         self.run_dir = Path(cfg.runner.out_dir)
         self.iteration = 0
         self.episode_len: collections.deque = collections.deque(maxlen=EPISODE_WINDOW)
@@ -116,10 +138,13 @@ class Trainer:
             self._restore(ckpt)
         else:
             self.env.reset()
-        self.logger = MetricsLogger(
-            self.run_dir, cfg.runner.tensorboard, resume_iteration=self.iteration if ckpt is not None else None
-        )
-        self._write_config()
+        self.logger = None
+        if w.is_main:
+            self.logger = MetricsLogger(
+                self.run_dir, cfg.runner.tensorboard, resume_iteration=self.iteration if ckpt is not None else None
+            )
+            self._write_config()
+        self._stop_requested = False
         missing = [k for k, ok in self.env.sim_params_applied.items() if not ok and k != "joint_friction"]
         if cfg.domain_rand.enabled and missing and ckpt is None:
             self._event("domain_rand", f"not applied (the simulator rejected them): {', '.join(missing)}")
@@ -133,8 +158,20 @@ class Trainer:
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(self.run_dir / "config.yaml")
 
-    def payload(self) -> dict:
-        """The run.pt dict (checkpoint schema + the training state needed for an exact resume)."""
+    def _rank_state(self) -> dict:
+        """What this rank contributes to run.pt (its envs, return accumulators, replay and streams)."""
+        return {
+            "env_state": ckpt_io.plain(self.env.state_dict()),
+            "ret": self.shac.ret.detach().cpu().clone(),
+            "add_replay": ckpt_io.plain(self.add.replay.state_dict()),
+            "rng": ckpt_io.capture_rng(),
+        }
+
+    def payload(self, ranks: list[dict] | None = None) -> dict:
+        """The run.pt dict (checkpoint schema + the training state needed for an exact resume).
+
+        ``ranks``: every rank's ``_rank_state()`` in rank order (default: this process alone)."""
+        ranks = ranks if ranks is not None else [self._rank_state()]
         cfg_plain = to_dict(self.cfg)
         cfg_plain["sim"]["control_dt"] = self.env.control_dt
         p = ckpt_io.build_checkpoint(
@@ -144,8 +181,8 @@ class Trainer:
             config=cfg_plain,
             actor=self.shac.actor,
             obs_normalizer=self.shac.obs_normalizer,
-            critics=list(self.shac.critic.members),
-            target_critics=list(self.shac.target_critic.members),
+            critics=self.shac.critic.member_state_dicts(),
+            target_critics=self.shac.target_critic.member_state_dicts(),
             discriminator=self.add.disc,
             add_normalizer=self.add.norm,
             optimizers={
@@ -155,11 +192,15 @@ class Trainer:
             },
             iteration=self.iteration,
             metrics={k: v for k, v in self.last_metrics.items() if isinstance(v, (int, float))},
+            rng=ranks[0]["rng"],
         )
-        p["env_state"] = ckpt_io.plain(self.env.state_dict())
-        p["add_replay"] = ckpt_io.plain(self.add.replay.state_dict())
+        p["env_state"] = merge_env_states([r["env_state"] for r in ranks])
+        p["add_replay"] = ranks[0]["add_replay"]
+        p["world"] = {"size": self.world.size, "env_sizes": list(self.world.env_sizes)}
+        p["ranks"] = [{"add_replay": r["add_replay"], "rng": r["rng"]} for r in ranks]
         p["shac_state"] = {
-            "ret": self.shac.ret.detach().cpu().clone(),
+            "ret": torch.cat([r["ret"] for r in ranks]),
+            "minibatch_generator": self.shac.minibatch_generator.get_state(),
             "ret_normalizer": ckpt_io.plain(self.shac.ret_normalizer.state_dict()),
             "counters": dict(self.shac.counters),
         }
@@ -168,13 +209,18 @@ class Trainer:
         return p
 
     def save(self) -> Path | None:
-        """Write run.pt atomically unless the model is non-finite (then log and keep the old file)."""
+        """Write run.pt atomically unless the model is non-finite (then log and keep the old file).
+
+        Collective in a data-parallel run (every rank sends its state; rank 0 writes)."""
         path = self.run_dir / CHECKPOINT_NAME
+        ranks = self.world.gather_object(self._rank_state()) if self.world.distributed else None
+        if not self.world.is_main:
+            return None
         if not self.shac.parameters_finite():
             self._event("checkpoint_refused", f"model has non-finite values at iteration {self.iteration}; kept {path}")
             return None
         try:
-            ckpt_io.save_checkpoint(path, self.payload())
+            ckpt_io.save_checkpoint(path, self.payload(ranks))
         except ckpt_io.NonFiniteCheckpointError as exc:
             self._event("checkpoint_refused", str(exc))
             return None
@@ -186,24 +232,35 @@ class Trainer:
             raise BcgdError("checkpoint observation layout differs from this version's 849-dim observation")
         dev = self.device
         s = self.shac
+        w = self.world
+        stored = ck.get("world", {"size": 1})
+        ranks = ck.get("ranks") or [{"add_replay": ck["add_replay"], "rng": ck["rng"]}]
+        same_split = int(stored["size"]) == w.size and len(ranks) == w.size
         try:
             s.actor.load_state_dict(ck["actor"])
             s.obs_normalizer.load_state_dict(ck["obs_normalizer"])
-            for m, sd in zip(s.critic.members, ck["critics"], strict=True):
-                m.load_state_dict(sd)
-            for m, sd in zip(s.target_critic.members, ck["target_critics"], strict=True):
-                m.load_state_dict(sd)
+            s.critic.load_member_state_dicts(ck["critics"])
+            s.target_critic.load_member_state_dicts(ck["target_critics"])
             s.actor_optimizer.load_state_dict(_optimizer_state(ck["optimizers"]["actor"]))
-            s.critic_optimizer.load_state_dict(_optimizer_state(ck["optimizers"]["critic"]))
+            s.load_critic_optimizer_state(_optimizer_state(ck["optimizers"]["critic"]))
             self.add.disc.load_state_dict(ck["discriminator"])
             self.add.norm.load_state_dict(ck["add_normalizer"])
             self.add.optimizer.load_state_dict(_optimizer_state(ck["optimizers"]["discriminator"]))
-            self.add.replay.load_state_dict(ck["add_replay"])
+            self.add.replay.load_state_dict(ranks[w.rank % len(ranks)]["add_replay"])
             st = ck["shac_state"]
-            s.ret.copy_(st["ret"].to(dev))
+            lo = w.env_offset
+            ret = st["ret"]
+            if ret.shape[0] != w.total_envs:
+                raise ValueError(f"stored returns cover {ret.shape[0]} envs, this run has {w.total_envs}")
+            s.ret.copy_(ret[lo : lo + w.local_envs].to(dev))
             s.ret_normalizer.load_state_dict(st["ret_normalizer"])
             s.counters.update({k: int(v) for k, v in st["counters"].items()})
-            self.env.load_state_dict(ck["env_state"])
+            if "minibatch_generator" in st:
+                s.minibatch_generator.set_state(st["minibatch_generator"])
+            env_state = split_env_state(ck["env_state"], w.env_sizes, w.rank)
+            if env_state.get("rng", {}).get("sizes") != self.env.rng.sizes:
+                env_state.pop("rng", None)  # another split of the streams: continue on fresh ones
+            self.env.load_state_dict(env_state)
         except (KeyError, RuntimeError, ValueError) as exc:
             msg = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
             raise BcgdError(f"checkpoint does not match this configuration ({msg})") from None
@@ -213,16 +270,19 @@ class Trainer:
         self.episode_len.extend(ck["episode_history"]["len"])
         self.episode_return.extend(ck["episode_history"]["return"])
         self.last_metrics = dict(ck.get("metrics", {}))
-        ckpt_io.restore_rng(ck["rng"])
+        if same_split:
+            ckpt_io.restore_rng(ranks[w.rank]["rng"])
+        else:  # a new world size: fresh per-rank streams, distinct from the ones of the first iterations
+            torch.manual_seed(shard_seed(self.cfg.runner.seed + self.iteration, w.rank) + 1)
 
     # ------------------------------------------------------------------ loop
 
     def _event(self, kind: str, message: str) -> None:
         e = {"iteration": self.iteration, "event": kind, "message": message}
         self.events.append(e)
-        if hasattr(self, "logger"):
+        if getattr(self, "logger", None) is not None:
             self.logger.event(self.iteration, kind, message)
-        if self.on_event is not None:
+        if self.on_event is not None and self.world.is_main:
             self.on_event(e)
 
     def step(self) -> dict:
@@ -241,8 +301,8 @@ class Trainer:
         self.shac.update_normalizers(roll)
         disc_stats = self.add.update(roll.deltas[roll.valid])
         self.iteration = it + 1
+        st = self._reduce_window(roll)
         dt = time.perf_counter() - t0
-        st = roll.stats
         self.episode_len.extend(st["episode_len"])
         self.episode_return.extend(st["episode_return"])
         if st["diverged"]:
@@ -251,18 +311,16 @@ class Trainer:
             self._event("actor_update_skipped", "non-finite actor loss or gradient norm: update skipped")
         if actor_stats.get("actor_nan_grad_tensors"):
             self._event("nan_gradients_zeroed", f"{int(actor_stats['actor_nan_grad_tensors'])} actor tensors")
-        track = torch.stack(st["tracking_error"])
-        track_cm = float(torch.nanmean(track.double())) * 100.0 if bool(torch.isfinite(track).any()) else math.nan
         n_steps = cfg.env.num_envs * cfg.shac.horizon
         m = {
             "iteration": self.iteration,
             "time_s": dt,
             "iterations_per_s": 1.0 / dt,
             "env_steps_per_s": n_steps / dt,
-            "reward": float(roll.raw_rewards.mean()),
-            "reward_add": float(torch.stack(st["reward_add"]).mean()),
-            "reward_action_rate": float(torch.stack(st["reward_action_rate"]).mean()),
-            "tracking_error_cm": track_cm,
+            "reward": st["reward"],
+            "reward_add": st["reward_add"],
+            "reward_action_rate": st["reward_action_rate"],
+            "tracking_error_cm": st["tracking_error_cm"],
             **episode_metrics(st, self.episode_len, self.episode_return),
             "action_std": float(self.shac.actor.std.detach().mean()),
             "actor_lr": a_lr,
@@ -273,41 +331,106 @@ class Trainer:
             **disc_stats,
             **{f"count_{k}": v for k, v in self.shac.counters.items()},
         }
-        if st["foot_force"]:
-            m["foot_force_max"] = float(torch.stack(st["foot_force"]).amax())
-        m.update(st.get("transition", {}))  # e.g. BCG: bcg_starts, bcg_sim_rows, ... summed over the window
+        if self.world.distributed:
+            m["world_size"] = self.world.size
+        if st["foot_force_max"] is not None:
+            m["foot_force_max"] = st["foot_force_max"]
+        m.update(st["transition"])  # e.g. BCG: bcg_starts, bcg_sim_rows, ... summed over the window and ranks
         if "bcg_sim_rows" in m:
             m["bcg_row_overhead"] = m["bcg_sim_rows"] / n_steps - 1.0  # extra simulator rows per env-step
         self.last_metrics = m
-        self.logger.log(m)
-        if self.on_iteration is not None:
+        if self.logger is not None:
+            self.logger.log(m)
+        if self.on_iteration is not None and self.world.is_main:
             self.on_iteration(m)
         return m
+
+    def _reduce_window(self, roll) -> dict:  # noqa: ANN001 - shac.Rollout
+        """The window's statistics over every rank (one collective), plus the stop request of any rank."""
+        st = roll.stats
+        track = torch.stack(st["tracking_error"]).double()
+        finite = torch.isfinite(track)
+        sums = torch.stack(
+            [
+                roll.raw_rewards.double().sum(),
+                torch.stack(st["reward_add"]).double().sum(),
+                torch.stack(st["reward_action_rate"]).double().sum(),
+                torch.where(finite, track, torch.zeros_like(track)).sum(),
+                finite.sum().double(),
+                torch.stack(st["foot_force"]).double().amax() if st["foot_force"] else track.new_tensor(-1.0),
+            ]
+        ).tolist()
+        local = {
+            "sums": sums,
+            "count": roll.raw_rewards.numel(),
+            "counts": [st[k] for k in ("diverged", "fell", "strayed", "timeout")],
+            "episode_len": st["episode_len"],
+            "episode_return": st["episode_return"],
+            "transition": {k: v for k, v in st["transition"].items() if isinstance(v, (int, float))},
+            "stop": self._stop_requested,
+        }
+        parts = self.world.all_gather_object(local)
+        tot = [sum(p["sums"][i] for p in parts) for i in range(5)]
+        n = sum(p["count"] for p in parts)
+        trans: dict = {}
+        for p in parts:
+            for k, v in p["transition"].items():
+                trans[k] = trans.get(k, 0) + v
+        force = max(p["sums"][5] for p in parts)
+        self._stop_requested = any(p["stop"] for p in parts)
+        return {
+            "reward": tot[0] / n,
+            "reward_add": tot[1] / n,
+            "reward_action_rate": tot[2] / n,
+            "tracking_error_cm": tot[3] / tot[4] * 100.0 if tot[4] > 0 else math.nan,
+            "foot_force_max": force if st["foot_force"] else None,
+            **{k: sum(p["counts"][i] for p in parts) for i, k in enumerate(("diverged", "fell", "strayed", "timeout"))},
+            "episode_len": [x for p in parts for x in p["episode_len"]],
+            "episode_return": [x for p in parts for x in p["episode_return"]],
+            "transition": trans,
+        }
 
     def run(self) -> TrainResult:
         cfg = self.cfg.runner
         end = cfg.iterations if cfg.stop_at <= 0 else min(cfg.stop_at, cfg.iterations)
         existing = self.run_dir / CHECKPOINT_NAME
         saved: Path | None = existing if self.iteration >= end and existing.exists() else None
+        previous = self._catch_sigint() if self.world.distributed else None
         try:
             while self.iteration < end:
                 self.step()
+                if self._stop_requested:  # any rank was interrupted: every rank saves and stops here
+                    self._event("interrupted", f"stopped at iteration {self.iteration}; saving")
+                    saved = self.save() or saved
+                    break
                 if self.iteration % cfg.save_every == 0 or self.iteration == end:
                     saved = self.save() or saved
         except KeyboardInterrupt:
             self._event("interrupted", f"stopped at iteration {self.iteration}; saving")
             saved = self.save() or saved
         finally:
-            self.logger.close()
-        try:
-            plot_learning_curve(self.run_dir)
-        except Exception as exc:  # noqa: BLE001 - a plot must never fail a run
-            self._event("plot_failed", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+            if self.logger is not None:
+                self.logger.close()
+        if self.world.is_main:
+            try:
+                plot_learning_curve(self.run_dir)
+            except Exception as exc:  # noqa: BLE001 - a plot must never fail a run
+                self._event("plot_failed", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         return TrainResult(self.run_dir, saved, self.iteration, self.last_metrics, self.events)
 
+    def _catch_sigint(self):  # noqa: ANN202 - a signal handler
+        """In a data-parallel run, Ctrl-C marks a stop request that the ranks agree on at the iteration end."""
 
-def build_transition(cfg: TrainConfig, env: ImitationEnv) -> Transition:
-    """Plain SHAC physics, or ``bcg.BundledTransition(cfg.bcg, env)`` when ``cfg.bcg.enabled``."""
+        def request_stop(signum, frame) -> None:  # noqa: ANN001
+            self._stop_requested = True
+
+        return signal.signal(signal.SIGINT, request_stop)
+
+
+def build_transition(cfg: TrainConfig, env: ImitationEnv, seed: int | None = None) -> Transition:
+    """Plain SHAC physics, or ``bcg.BundledTransition(cfg.bcg, env, seed)`` when ``cfg.bcg.enabled``."""
     if not cfg.bcg.enabled:
         return SimTransition(env.sim)
     try:
@@ -318,7 +441,7 @@ def build_transition(cfg: TrainConfig, env: ImitationEnv) -> Transition:
         raise BcgdError(
             "bcg.enabled: Bundled Contact Gradients are not implemented yet (set bcg.enabled=false)"
         ) from None
-    return BundledTransition(cfg.bcg, env)
+    return BundledTransition(cfg.bcg, env, seed=seed)
 
 
 def _optimizer_state(sd: dict) -> dict:

@@ -9,6 +9,11 @@ Actor loss of one window (N steps, E envs), with per-env discount restarting at 
 where each finished episode segment contributes its own return plus gamma^n V_target at its end
 (0 on early termination / non-finite state, V_target(terminal obs) at a time-out), and the window end
 bootstraps every env with V_target(o_N). V_target is the mean of the target-critic ensemble.
+
+Data-parallel (``training.distributed.World``): each rank rolls out its share of the envs; the actor
+loss is divided by the GLOBAL env count and the critic loss by the GLOBAL minibatch size (minibatches
+are drawn from one permutation of the run's samples, shared by every rank), so the summed gradients are
+the single-process gradients. One collective per optimiser step carries the gradients and the loss.
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ import torch
 from torch import nn
 
 from bcg_deploy.training.config import SHACCfg
-from bcg_deploy.training.networks import Actor, Critic
+from bcg_deploy.training.distributed import World, world_moments
+from bcg_deploy.training.networks import Actor, CriticEnsemble
 from bcg_deploy.training.normalizer import RunningNormalizer
+from bcg_deploy.training.rng import common_seed
 
 
 def td_lambda_targets(
@@ -64,36 +71,36 @@ class Rollout:
     stats: dict = field(default_factory=dict)
 
 
-class CriticEnsemble(nn.Module):
-    """K critics; ``forward`` is their mean value [B]."""
+def clip_and_sanitize(params: list[torch.Tensor], max_norm: float) -> tuple[torch.Tensor, int]:
+    """Clip the gradients of ``params`` to ``max_norm``; NaN/Inf entries are zeroed first.
 
-    def __init__(self, obs_dim: int, hidden: tuple[int, ...], num: int) -> None:
-        super().__init__()
-        self.members = nn.ModuleList([Critic(obs_dim, hidden) for _ in range(num)])
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return torch.stack([c(obs) for c in self.members]).mean(0)
-
-    def each(self, obs: torch.Tensor) -> torch.Tensor:
-        return torch.stack([c(obs) for c in self.members])
-
-
-def _sanitize_grads(params) -> int:
-    """Zero NaN/Inf gradient entries in place; return how many tensors had any."""
+    One fused finiteness check (the total norm) per call; only a non-finite norm looks at each tensor.
+    Returns (norm before clipping, number of tensors that had non-finite entries).
+    """
+    grads = [p.grad for p in params if p.grad is not None]
+    norm = torch.nn.utils.get_total_norm(grads)
     bad = 0
-    for p in params:
-        if p.grad is not None and not bool(torch.isfinite(p.grad).all()):
-            bad += 1
-            torch.nan_to_num_(p.grad, nan=0.0, posinf=0.0, neginf=0.0)
-    return bad
+    if not bool(torch.isfinite(norm)):
+        for g in grads:
+            if not bool(torch.isfinite(g).all()):
+                bad += 1
+                torch.nan_to_num_(g, nan=0.0, posinf=0.0, neginf=0.0)
+        norm = torch.nn.utils.get_total_norm(grads)
+    torch.nn.utils.clip_grads_with_norm_(grads, max_norm, norm)
+    return norm, bad
 
 
 class SHAC(nn.Module):
     """Actor, critic ensemble + target, normalisers and optimisers; see the module docstring."""
 
-    def __init__(self, cfg: SHACCfg, obs_dim: int, act_dim: int, num_envs: int) -> None:
+    def __init__(
+        self, cfg: SHACCfg, obs_dim: int, act_dim: int, num_envs: int, world: World | None = None, seed: int = 0
+    ) -> None:
+        """``num_envs``: this process's envs; ``world``: the data-parallel run (default: one process);
+        ``seed`` seeds the stream of critic minibatch permutations every rank shares."""
         super().__init__()
         self.cfg = cfg
+        self.world = world if world is not None else World(env_sizes=[int(num_envs)])
         self.actor = Actor(obs_dim, act_dim, cfg.actor_hidden, cfg.init_std)
         self.critic = CriticEnsemble(obs_dim, cfg.critic_hidden, cfg.num_critics)
         self.target_critic = copy.deepcopy(self.critic)
@@ -101,11 +108,36 @@ class SHAC(nn.Module):
         self.obs_normalizer = RunningNormalizer(obs_dim)
         self.ret_normalizer = RunningNormalizer(1)
         self.register_buffer("ret", torch.zeros(num_envs, dtype=torch.float64))
-        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr, betas=cfg.betas)
-        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr, betas=cfg.betas)
+        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr, betas=cfg.betas, foreach=True)
+        self.critic_optimizer = torch.optim.Adam(
+            self.critic.parameters(), lr=cfg.critic_lr, betas=cfg.betas, foreach=True
+        )
+        self.minibatch_generator = torch.Generator()
+        self.minibatch_generator.manual_seed(common_seed(seed))
         self.counters = {"actor_skipped": 0, "critic_skipped": 0, "nan_grad_actor": 0, "nan_grad_critic": 0}
 
     # ------------------------------------------------------------------ helpers
+
+    def load_critic_optimizer_state(self, sd: dict) -> None:
+        """The critic optimiser's state dict, also from a checkpoint of separate ``Critic`` modules (one
+        parameter per member tensor: their moments are stacked into the ensemble's batched parameters)."""
+        params = list(self.critic.parameters())
+        order = self.critic.member_param_order()
+        ids = sd["param_groups"][0]["params"]
+        if len(ids) == len(order) != len(params):
+            state: dict = {}
+            for new_j, p in enumerate(params):
+                olds = [i for i, j in enumerate(order) if j == new_j]
+                per = [sd["state"].get(ids[i]) for i in olds]
+                if any(x is None for x in per):
+                    continue
+                state[new_j] = {
+                    k: (torch.stack([x[k] for x in per]).reshape(p.shape) if per[0][k].dim() > 0 else per[0][k])
+                    for k in per[0]
+                }
+            groups = [{**sd["param_groups"][0], "params": list(range(len(params)))}]
+            sd = {"state": state, "param_groups": groups}
+        self.critic_optimizer.load_state_dict(sd)
 
     def normalize(self, obs: torch.Tensor) -> torch.Tensor:
         return self.obs_normalizer(obs) if self.cfg.normalize_obs else obs
@@ -145,12 +177,13 @@ class SHAC(nn.Module):
         disc = torch.ones(e, dtype=dt, device=obs.device)
         loss = torch.zeros((), dtype=dt, device=obs.device)
         bufs: dict[str, list] = {k: [] for k in ("obs", "obs_norm", "rew", "raw", "nv", "done", "delta", "valid")}
-        stats = {"tracking_error": [], "episode_len": [], "episode_return": []}
-        stats.update(diverged=0, fell=0, strayed=0, timeout=0)
-        stats.update(reward_add=[], reward_action_rate=[], foot_force=[], transition={})
+        acc: dict[str, list] = {k: [] for k in ("diverged", "fell", "strayed", "timeout", "ep_len", "ep_ret")}
+        stats = {"tracking_error": [], "reward_add": [], "reward_action_rate": [], "foot_force": [], "transition": {}}
+        act_dim = self.actor.act_dim
         for t in range(n):
             obs_n = self.normalize(obs)
-            action = self.actor(self.normalize(env.noisy(obs)))
+            eps = env.rng.rows().randn(act_dim, dtype=dt)
+            action = self.actor.sample(self.normalize(env.noisy(obs)), eps=eps)[0]
             out = env.step(action)
             r = out.reward * scale
             v_next = self.target_critic(self.normalize(out.obs_before_reset))
@@ -180,15 +213,16 @@ class SHAC(nn.Module):
             for k, v in (info.get("transition") or {}).items():  # transition counters (BCG), summed
                 if isinstance(v, (int, float)):
                     stats["transition"][k] = stats["transition"].get(k, 0) + v
-            stats["diverged"] += int(info["diverged"].sum())
-            stats["fell"] += int(info["fell"].sum())
-            stats["strayed"] += int(info["strayed"].sum())
-            stats["timeout"] += int(out.timeout.sum())
-            stats["episode_len"] += info["episode_len"][out.done].tolist()
-            stats["episode_return"] += info["episode_return"][out.done].tolist()
+            acc["diverged"].append(info["diverged"])
+            acc["fell"].append(info["fell"])
+            acc["strayed"].append(info["strayed"])
+            acc["timeout"].append(out.timeout)
+            acc["ep_len"].append(info["episode_len"])
+            acc["ep_ret"].append(info["episode_return"])
             obs = out.obs
-        loss = loss / (n * e)
+        loss = loss / (n * self.world.total_envs)
         stack = {k: torch.stack(v) for k, v in bufs.items()}
+        stats.update(_window_counts(acc, stack["done"]))
         return Rollout(
             actor_loss=loss,
             obs=stack["obs"],
@@ -205,85 +239,145 @@ class SHAC(nn.Module):
     # ------------------------------------------------------------------ updates
 
     def update_actor(self, loss: torch.Tensor) -> dict[str, float]:
-        """Backprop the window loss; skip (and count) a non-finite loss; zero NaN grads; clip; step."""
+        """Backprop the window loss; sum the gradients over ranks; skip (and count) a non-finite loss or
+        gradient norm; zero NaN grads; clip; step."""
         self.actor_optimizer.zero_grad(set_to_none=True)
-        if not bool(torch.isfinite(loss)):
+        params = list(self.actor.parameters())
+        local_ok = bool(torch.isfinite(loss))
+        if local_ok:
+            loss.backward()
+        elif not self.world.distributed:
             self.counters["actor_skipped"] += 1
             return {"actor_loss": float("nan"), "actor_grad_norm": float("nan"), "actor_skipped": 1.0}
-        loss.backward()
-        nan_tensors = _sanitize_grads(self.actor.parameters())
+        total = self.world.all_reduce_grads(params, loss.detach() if local_ok else torch.full_like(loss, float("nan")))
+        if not bool(torch.isfinite(total)):  # some rank's loss was non-finite: every rank skips
+            self.actor_optimizer.zero_grad(set_to_none=True)
+            self.counters["actor_skipped"] += 1
+            return {"actor_loss": float("nan"), "actor_grad_norm": float("nan"), "actor_skipped": 1.0}
+        norm, nan_tensors = clip_and_sanitize(params, self.cfg.actor_grad_clip)
         self.counters["nan_grad_actor"] += int(nan_tensors > 0)
-        norm = torch.nn.utils.clip_grad_norm_(self.actor.parameters(), self.cfg.actor_grad_clip)
         if not bool(torch.isfinite(norm)):
             self.actor_optimizer.zero_grad(set_to_none=True)
             self.counters["actor_skipped"] += 1
-            return {"actor_loss": float(loss.detach()), "actor_grad_norm": float("nan"), "actor_skipped": 1.0}
+            return {"actor_loss": float(total), "actor_grad_norm": float("nan"), "actor_skipped": 1.0}
         self.actor_optimizer.step()
         return {
-            "actor_loss": float(loss.detach()),
+            "actor_loss": float(total),
             "actor_grad_norm": float(norm),
             "actor_nan_grad_tensors": float(nan_tensors),
         }
 
-    def update_critic(self, roll: Rollout) -> dict[str, float]:
-        """TD(lambda) targets, then ``critic_iterations`` passes over ``critic_minibatches`` shuffled batches."""
+    def _critic_samples(self, roll: Rollout) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+        """This rank's critic samples (x [m, O], y [m]), and for each sample of the run's kept list (in the
+        single-process order: step-major over all envs) its row in x, or -1 on another rank; and the
+        run's kept count."""
         cfg = self.cfg
         with torch.no_grad():
             targets = td_lambda_targets(roll.rewards, roll.next_values, roll.done, cfg.gamma, cfg.lam)
-        x = roll.obs_norm.reshape(-1, roll.obs_norm.shape[-1])
+        n, e = targets.shape
+        x = roll.obs_norm.reshape(n * e, -1)
         y = targets.reshape(-1)
-        keep = torch.isfinite(y) & torch.isfinite(x).all(dim=-1)
-        x, y = x[keep], y[keep]
-        total = x.shape[0]
+        keep = torch.isfinite(targets) & torch.isfinite(roll.obs_norm).all(dim=-1)  # [N, e]
+        w = self.world
+        if not w.distributed:
+            return x[keep.reshape(-1)], y[keep.reshape(-1)], None, int(keep.sum())
+        keep_all = torch.cat(w.all_gather(keep.to(torch.uint8)), dim=1).bool()  # [N, E] in rank order
+        local_row = torch.full(keep_all.shape, -1, dtype=torch.long, device=keep.device)
+        off = w.env_offset
+        kept_local = keep.reshape(-1)
+        local_row[:, off : off + e] = torch.where(
+            keep, torch.cumsum(kept_local.long(), 0).reshape(n, e) - 1, torch.full_like(local_row[:, :e], -1)
+        )
+        rows = local_row[keep_all]  # [total]: row in the local kept list, -1 elsewhere
+        return x[kept_local], y[kept_local], rows, int(keep_all.sum())
+
+    def update_critic(self, roll: Rollout) -> dict[str, float]:
+        """TD(lambda) targets, then ``critic_iterations`` passes over ``critic_minibatches`` shuffled batches."""
+        cfg = self.cfg
+        x, y, rows, total = self._critic_samples(roll)
         if total == 0:
             self.counters["critic_skipped"] += 1
             return {"critic_loss": float("nan")}
+        params = list(self.critic.parameters())
         bs = max(1, total // cfg.critic_minibatches)
+        k = self.critic.num
         last = float("nan")
         for _ in range(cfg.critic_iterations):
-            perm = torch.randperm(total, device=x.device)
+            perm = torch.randperm(total, generator=self.minibatch_generator).to(x.device)
             losses = []
             for b in range(cfg.critic_minibatches):
                 idx = perm[b * bs : (b + 1) * bs] if b < cfg.critic_minibatches - 1 else perm[b * bs :]
                 if idx.numel() == 0:
                     continue
+                count = idx.numel()
+                if rows is not None:  # this rank's part of the minibatch
+                    idx = rows[idx]
+                    idx = idx[idx >= 0]
                 pred = self.critic.each(x[idx])
-                loss = (pred - y[idx]).square().mean(dim=-1).sum()
-                if not bool(torch.isfinite(loss)):
-                    self.counters["critic_skipped"] += 1
-                    continue
+                loss = (pred - y[idx]).square().sum(dim=-1).sum() / count
                 self.critic_optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                self.counters["nan_grad_critic"] += int(_sanitize_grads(self.critic.parameters()) > 0)
-                torch.nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.critic_grad_clip)
+                loss = self.world.all_reduce_grads(params, loss.detach())
+                if not bool(torch.isfinite(loss)):
+                    self.critic_optimizer.zero_grad(set_to_none=True)
+                    self.counters["critic_skipped"] += 1
+                    continue
+                _, bad = clip_and_sanitize(params, cfg.critic_grad_clip)
+                self.counters["nan_grad_critic"] += int(bad > 0)
                 self.critic_optimizer.step()
-                losses.append(float(loss.detach()) / len(self.critic.members))
+                losses.append(loss.detach() / k)
             if losses:
-                last = sum(losses) / len(losses)
+                last = float(torch.stack(losses).mean())
         self._update_target()
-        return {"critic_loss": last, "value_target_mean": float(y.mean())}
+        y_sum = self.world.all_reduce_(y.double().sum().reshape(1))
+        return {"critic_loss": last, "value_target_mean": float(y_sum[0]) / total}
 
     @torch.no_grad()
     def _update_target(self) -> None:
         a = self.cfg.target_alpha
-        for p, tp in zip(self.critic.parameters(), self.target_critic.parameters(), strict=True):
-            tp.mul_(a).add_((1.0 - a) * p)
+        tp = list(self.target_critic.parameters())
+        torch._foreach_mul_(tp, a)
+        torch._foreach_add_(tp, list(self.critic.parameters()), alpha=1.0 - a)
 
     @torch.no_grad()
     def update_normalizers(self, roll: Rollout) -> None:
         """Observation statistics from the window's raw observations; return statistics (SHAC's ret_rms)
-        from the per-env discounted return of the raw rewards."""
+        from the per-env discounted return of the raw rewards. Both merged exactly over ranks."""
+        w = self.world
         if self.cfg.normalize_obs:
-            valid = roll.valid.reshape(-1)
-            self.obs_normalizer.update(roll.obs.reshape(-1, roll.obs.shape[-1])[valid])
+            x = roll.obs.reshape(-1, roll.obs.shape[-1])[roll.valid.reshape(-1)].double()
+            x = x[torch.isfinite(x).all(dim=1)]
+            self.obs_normalizer.update_moments(*world_moments(w, x))
         if self.cfg.normalize_returns:
             ret = self.ret
+            rets = []
             for t in range(roll.raw_rewards.shape[0]):
                 ret = ret * self.cfg.gamma + roll.raw_rewards[t].double()
-                self.ret_normalizer.update(ret[:, None])
+                rets.append(ret)
                 ret = torch.where(roll.done[t], torch.zeros_like(ret), ret)
             self.ret.copy_(ret)
+            per_step = torch.stack(rets)  # [N, e]: one normaliser update per step, over all envs
+            n, mean, m2 = world_moments(w, per_step.T)  # moments over envs, per step
+            for t in range(per_step.shape[0]):
+                self.ret_normalizer.update_moments(n, mean[t : t + 1], m2[t : t + 1])
 
     def parameters_finite(self) -> bool:
         """True when every parameter and normaliser statistic is finite (safe to checkpoint)."""
-        return all(bool(torch.isfinite(t).all()) for t in list(self.parameters()) + list(self.buffers()))
+        tensors = list(self.parameters()) + list(self.buffers())
+        return bool(torch.stack([torch.isfinite(t).all() for t in tensors]).all())
+
+
+def _window_counts(acc: dict[str, list], done: torch.Tensor) -> dict:
+    """The window's event counts and finished-episode lengths/returns, read from the device once."""
+    counts = torch.stack([torch.stack(acc[k]).sum() for k in ("diverged", "fell", "strayed", "timeout")])
+    ep_len = torch.stack(acc["ep_len"])[done]
+    ep_ret = torch.stack(acc["ep_ret"])[done]
+    c = counts.tolist()
+    return {
+        "diverged": int(c[0]),
+        "fell": int(c[1]),
+        "strayed": int(c[2]),
+        "timeout": int(c[3]),
+        "episode_len": ep_len.tolist(),
+        "episode_return": ep_ret.tolist(),
+    }

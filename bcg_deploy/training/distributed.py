@@ -1,0 +1,351 @@
+"""Data-parallel training over torch.distributed (gloo on CPU, NCCL on CUDA).
+
+Each rank simulates its contiguous share of the run's envs (``World.env_sizes``) with its own random
+streams (``training.rng``). The losses are written so that summing every rank's gradient gives the
+gradient of the single-process loss over all envs (SHAC divides by the global env count, the critic by
+the global minibatch size, ADD weights its terms by the rank's share), so ``World.all_reduce_grads``
+sums. Normaliser statistics are merged exactly (counts, means, M2) by ``merge_moments``. Rank 0 alone
+writes files; checkpoints hold the whole run's env state (``merge_env_states`` / ``split_env_state``),
+so a run resumes at another world size with its envs re-split.
+
+The processes are started by ``launch_local`` (``bcgd train --nproc N``) or by torchrun (the same
+``bcgd train`` entry point, across machines); either way a rank finds its place in the environment
+variables torchrun defines (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT). ``World`` with
+``size == 1`` is the single-process run: every collective is a no-op.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from bcg_deploy.errors import BcgdError
+from bcg_deploy.training.rng import even_split
+
+MIN_ENVS_PER_RANK = 8
+"""``--nproc`` by default: one rank per core, but no fewer envs than this per rank."""
+COLLECTIVE_TIMEOUT_S = 25.0
+"""A collective that waits longer than this (a hung or stopped peer) fails the rank."""
+PER_RANK_KEYS = frozenset({"generator", "rng"})
+"""Entries of an env state that are per process (random streams), not per env."""
+
+
+@dataclass
+class World:
+    """This process's place in a data-parallel run (``size == 1``: a single process)."""
+
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0
+    env_sizes: list[int] = field(default_factory=list)
+    """Envs of every rank, in rank order (contiguous blocks of the run's envs)."""
+
+    @property
+    def distributed(self) -> bool:
+        return self.size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def total_envs(self) -> int:
+        return sum(self.env_sizes)
+
+    @property
+    def local_envs(self) -> int:
+        return self.env_sizes[self.rank]
+
+    @property
+    def env_offset(self) -> int:
+        return sum(self.env_sizes[: self.rank])
+
+    # ------------------------------------------------------------------ collectives
+
+    def all_reduce_(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
+        """In place: the sum (or max) of ``t`` over ranks."""
+        if self.distributed:
+            dist.all_reduce(t, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
+        return t
+
+    def all_gather(self, t: torch.Tensor) -> list[torch.Tensor]:
+        """Every rank's ``t`` (same shape on every rank), in rank order."""
+        if not self.distributed:
+            return [t]
+        out = [torch.empty_like(t) for _ in range(self.size)]
+        dist.all_gather(out, t.contiguous())
+        return out
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        if not self.distributed:
+            return [obj]
+        out: list[Any] = [None] * self.size
+        dist.all_gather_object(out, obj)
+        return out
+
+    def gather_object(self, obj: Any) -> list[Any] | None:
+        """Every rank's ``obj`` on rank 0 (None elsewhere)."""
+        if not self.distributed:
+            return [obj]
+        out: list[Any] | None = [None] * self.size if self.is_main else None
+        dist.gather_object(obj, out, dst=0)
+        return out
+
+    def broadcast_params_(self, params: Sequence[torch.Tensor]) -> None:
+        """Rank 0's values of ``params`` everywhere (one flat broadcast)."""
+        if not self.distributed or not params:
+            return
+        flat = torch.cat([p.detach().reshape(-1) for p in params])
+        dist.broadcast(flat, src=0)
+        _unflatten_into(flat, [p.data for p in params])
+
+    def all_reduce_grads(
+        self, params: Sequence[torch.Tensor], extra: torch.Tensor | None = None
+    ) -> torch.Tensor | None:
+        """Sum the gradients of ``params`` (None counts as 0) and ``extra`` over ranks, in one collective.
+
+        Returns the summed ``extra`` (e.g. the loss), which rides along in the same buffer.
+        """
+        if not self.distributed:
+            return extra
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        parts = [g.reshape(-1) for g in grads]
+        if extra is not None:
+            parts.append(extra.detach().reshape(-1).to(grads[0].dtype if grads else extra.dtype))
+        flat = torch.cat(parts)
+        dist.all_reduce(flat)
+        n = flat.numel() - (extra.numel() if extra is not None else 0)
+        for p, g in zip(params, _split(flat[:n], grads), strict=True):
+            if p.grad is None:
+                p.grad = g.clone()
+            else:
+                p.grad.copy_(g)
+        return flat[n:].reshape(extra.shape).to(extra.dtype) if extra is not None else None
+
+    def barrier(self, timeout_s: float = 600.0) -> None:
+        """Wait for every rank (a long timeout: set-up and kernel compilation take different times)."""
+        if self.distributed:
+            dist.monitored_barrier(timeout=datetime.timedelta(seconds=timeout_s), wait_all_ranks=True)
+
+
+def _split(flat: torch.Tensor, like: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    out, i = [], 0
+    for t in like:
+        out.append(flat[i : i + t.numel()].view_as(t))
+        i += t.numel()
+    return out
+
+
+def _unflatten_into(flat: torch.Tensor, targets: Sequence[torch.Tensor]) -> None:
+    for t, v in zip(targets, _split(flat, targets), strict=True):
+        t.copy_(v)
+
+
+# ---------------------------------------------------------------------------------------------
+# set-up
+
+
+def world_from_env(num_envs: int, device: str) -> World:
+    """Join the process group described by torchrun's environment variables (or a single process)."""
+    size = int(os.environ.get("WORLD_SIZE", "1"))
+    if size <= 1:
+        return World(env_sizes=[int(num_envs)])
+    rank = int(os.environ["RANK"])
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if num_envs < size:
+        raise BcgdError(f"env.num_envs {num_envs} cannot be split over {size} ranks (need at least 1 env per rank)")
+    if not dist.is_initialized():
+        backend = "nccl" if device.startswith("cuda") else "gloo"
+        dist.init_process_group(
+            backend, rank=rank, world_size=size, timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S)
+        )
+    return World(rank=rank, size=size, local_rank=local_rank, env_sizes=even_split(num_envs, size))
+
+
+def default_nproc(num_envs: int, device: str) -> int:
+    """One rank per available core (per GPU on CUDA), with at least ``MIN_ENVS_PER_RANK`` envs each."""
+    if device.startswith("cuda"):
+        cores = max(torch.cuda.device_count(), 1) if torch.cuda.is_available() else 1
+    else:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, num_envs // MIN_ENVS_PER_RANK))
+
+
+def shutdown() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+# ---------------------------------------------------------------------------------------------
+# exact statistics merges
+
+
+def moments(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(count, mean, M2) of the rows of ``x`` [n, d] in float64 (count 0: zeros)."""
+    x = x.to(torch.float64)
+    n = torch.tensor(float(x.shape[0]), dtype=torch.float64, device=x.device)
+    if x.shape[0] == 0:
+        z = torch.zeros(x.shape[1:], dtype=torch.float64, device=x.device)
+        return n, z, z.clone()
+    mean = x.mean(0)
+    return n, mean, (x - mean).square().sum(0)
+
+
+def merge_moments(parts: Sequence[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]):
+    """Chan's pairwise merge of (count, mean, M2) triples, in order."""
+    n, mean, m2 = parts[0]
+    for nb, mb, m2b in parts[1:]:
+        tot = n + nb
+        if float(tot) == 0.0:
+            continue
+        delta = mb - mean
+        mean = mean + delta * (nb / tot)
+        m2 = m2 + m2b + delta.square() * (n * nb / tot)
+        n = tot
+    return n, mean, m2
+
+
+def world_moments(world: World, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(count, mean, M2) of the rows of ``x`` over every rank (exact, rank order)."""
+    n, mean, m2 = moments(x)
+    if not world.distributed:
+        return n, mean, m2
+    flat = torch.cat([n.reshape(1), mean.reshape(-1), m2.reshape(-1)])
+    parts = world.all_gather(flat)
+    d = mean.numel()
+    return merge_moments([(p[0], p[1 : 1 + d].view_as(mean), p[1 + d :].view_as(mean)) for p in parts])
+
+
+# ---------------------------------------------------------------------------------------------
+# env state across world sizes
+
+
+def merge_env_states(states: Sequence[dict]) -> dict:
+    """One global env state from every rank's (env tensors concatenated; random streams as lists)."""
+    first = states[0]
+    out: dict = {}
+    for k, v in first.items():
+        vals = [s[k] for s in states]
+        if k in PER_RANK_KEYS:
+            out[k] = vals
+        elif isinstance(v, dict):
+            out[k] = merge_env_states(vals)
+        elif isinstance(v, torch.Tensor):
+            out[k] = torch.cat(vals) if v.dim() > 0 else v
+        else:
+            out[k] = v
+    return out
+
+
+def split_env_state(state: dict, sizes: Sequence[int], rank: int) -> dict:
+    """Rank ``rank``'s part of a global env state for the split ``sizes``.
+
+    Random streams are kept only when the stored run had the same number of ranks; otherwise they are
+    dropped (the envs continue on fresh streams)."""
+    lo = sum(sizes[:rank])
+    hi = lo + sizes[rank]
+    total = sum(sizes)
+    out: dict = {}
+    for k, v in state.items():
+        if k in PER_RANK_KEYS:
+            streams = v if isinstance(v, list) else [v]
+            if len(streams) == len(sizes):
+                out[k] = streams[rank]
+        elif isinstance(v, dict):
+            out[k] = split_env_state(v, sizes, rank)
+        elif isinstance(v, torch.Tensor) and v.dim() > 0:
+            if v.shape[0] != total:
+                raise BcgdError(f"checkpoint env state {k!r} has {v.shape[0]} envs, this run has {total}")
+            out[k] = v[lo:hi]
+        else:
+            out[k] = v
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# local launcher (bcgd train --nproc N)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def launch_local(argv: Sequence[str], nproc: int, stop_grace_s: float = 10.0) -> int:
+    """Run ``python -m bcg_deploy.cli <argv>`` as ``nproc`` ranks on this machine; supervise them.
+
+    The first rank that exits non-zero stops the others (SIGTERM, then SIGKILL after ``stop_grace_s``);
+    the return value is 0 when every rank succeeded, else that rank's exit code (a signal as 128 + n).
+    Ctrl-C reaches every rank (one process group): they stop at the iteration boundary and save.
+    """
+    port = _free_port()
+    procs: list[subprocess.Popen] = []
+    base = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(nproc)}
+    base["LOCAL_WORLD_SIZE"] = str(nproc)
+    for r in range(nproc):
+        env = {**base, "RANK": str(r), "LOCAL_RANK": str(r), "BCGD_RANK_QUIET": "0" if r == 0 else "1"}
+        procs.append(subprocess.Popen([sys.executable, "-m", "bcg_deploy.cli", *argv], env=env))
+    failed: tuple[int, int] | None = None
+    try:
+        while True:
+            codes = [p.poll() for p in procs]
+            bad = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
+            if bad:
+                failed = bad[0]
+                break
+            if all(c == 0 for c in codes):
+                return 0
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        # The ranks got the same SIGINT: give them time to agree and save, then report.
+        deadline = time.monotonic() + 120.0
+        while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+            try:
+                time.sleep(0.2)
+            except KeyboardInterrupt:
+                break
+        _stop(procs, stop_grace_s)
+        codes = [p.poll() for p in procs]
+        return next((c for c in codes if c not in (None, 0)), 0) or 130
+    _stop(procs, stop_grace_s)
+    rank, code = failed
+    raise RankFailed(rank, code)
+
+
+class RankFailed(Exception):
+    """A rank of a local data-parallel run exited non-zero (``code`` < 0: killed by signal -code)."""
+
+    def __init__(self, rank: int, code: int) -> None:
+        self.rank, self.code = rank, code
+        how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+        super().__init__(f"training rank {rank} {how}")
+
+    @property
+    def exit_code(self) -> int:
+        return 128 - self.code if self.code < 0 else self.code
+
+
+def _stop(procs: Sequence[subprocess.Popen], grace_s: float) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    deadline = time.monotonic() + grace_s
+    for p in procs:
+        left = max(deadline - time.monotonic(), 0.0)
+        try:
+            p.wait(timeout=left)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
