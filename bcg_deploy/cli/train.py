@@ -15,6 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn
 from bcg_deploy.cli import app, console, err_console
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.training.config import TASKS, TrainConfig, apply_overrides, ppo_defaults
+from bcg_deploy.training.distributed import MIN_ENVS_PER_RANK
 
 
 def _fmt(v: float | None, spec: str) -> str:
@@ -133,6 +134,17 @@ def train_cmd(
     obs: str | None = typer.Option(
         None, "--obs", help="Actor observation profile: paper (default), beyondmimic, beyondmimic_wose, unitree."
     ),
+    nproc: int | None = typer.Option(
+        None,
+        "--nproc",
+        help="Data-parallel ranks on this machine (torch.distributed; default one per core, at least "
+        f"{MIN_ENVS_PER_RANK} envs each: 2 on a 2-core CPU at 64 envs).",
+    ),
+    nnodes: int = typer.Option(1, "--nnodes", help="Machines in a multi-machine run (started through torchrun)."),
+    node_rank: int = typer.Option(0, "--node-rank", help="This machine's index in a multi-machine run."),
+    rdzv_endpoint: str | None = typer.Option(
+        None, "--rdzv-endpoint", help="HOST:PORT of node 0 in a multi-machine run (torchrun's rendezvous)."
+    ),
     algo: str = typer.Option(
         "shac",
         "--algo",
@@ -158,6 +170,12 @@ def train_cmd(
                        save_every, overrides, resume, bcg, algo)  # fmt: skip
     if deterministic:
         cfg.runner.deterministic = True
+    world = _distributed_world(cfg, nproc, nnodes, node_rank, rdzv_endpoint)
+    if world is None:  # this process only launched the ranks, which have finished
+        return
+    if not world.is_main:  # a rank other than 0 trains silently; rank 0 reports
+        _run_rank(lambda: train(cfg, resume=resume, world=world), world)
+        return
     src = cfg.motion.csv or cfg.motion.task
     b = cfg.bcg
     bcg_note = f"BCG B {b.num_branches} H {b.horizon} tau {b.tau:g} N" if b.enabled else "plain SHAC (no BCG)"
@@ -167,7 +185,10 @@ def train_cmd(
     console.print(
         f"[bold]bcgd train[/] {src}  envs {cfg.env.num_envs}  horizon {horizon_now}  "
         f"iterations {cfg.runner.iterations}  kappa {cfg.sim.kappa:g}  device {cfg.runner.device}  "
-        f"seed {cfg.runner.seed}  {bcg_note}  -> {cfg.runner.out_dir}" + (f"  (resume {resume})" if resume else "")
+        f"seed {cfg.runner.seed}  {bcg_note}"
+        + (f"  ranks {world.size} x {world.local_envs} envs" if world.distributed else "")
+        + f"  -> {cfg.runner.out_dir}"
+        + (f"  (resume {resume})" if resume else "")
     )
     progress = Progress(
         TextColumn("[bold]{task.completed}/{task.total}"),
@@ -201,7 +222,9 @@ def train_cmd(
         def on_event(e: dict) -> None:
             err_console.print(f"[yellow]iteration {e['iteration']}: {e['event']}[/] {e['message']}", highlight=False)
 
-        result = train(cfg, resume=resume, on_iteration=on_iteration, on_event=on_event)
+        result = _run_rank(
+            lambda: train(cfg, resume=resume, on_iteration=on_iteration, on_event=on_event, world=world), world
+        )
     m = result.metrics
     wall = time.perf_counter() - t0
     console.print(
@@ -216,3 +239,67 @@ def train_cmd(
         f"checkpoint {result.checkpoint}  metrics {d / 'metrics.jsonl'}  curve {d / 'learning_curve.png'}  "
         f"tensorboard --logdir {d / 'tb'}"
     )
+
+
+def _distributed_world(cfg, nproc: int | None, nnodes: int, node_rank: int, rdzv: str | None):  # noqa: ANN001, ANN202
+    """This process's ``World`` when it is a rank (started by ``--nproc`` or torchrun), or None after
+    launching the ranks itself (``--nproc N`` on this machine, or torchrun for ``--nnodes`` > 1)."""
+    import os
+    import sys
+
+    from bcg_deploy.training import distributed as dd
+
+    if "WORLD_SIZE" in os.environ:  # a rank: torchrun's (or our launcher's) environment
+        return dd.world_from_env(cfg.env.num_envs, cfg.runner.device)
+    if nproc is not None and nproc < 1:
+        raise BcgdError(f"--nproc {nproc}: expected at least 1")
+    per_node = nproc if nproc is not None else dd.default_nproc(cfg.env.num_envs, cfg.runner.device)
+    if cfg.algo == "ppo":
+        per_node = 1 if nproc is None else nproc
+    argv = sys.argv[1:]
+    if nnodes > 1:
+        if rdzv is None:
+            raise BcgdError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (node 0's address)")
+        if cfg.env.num_envs // (per_node * nnodes) < 1:
+            raise BcgdError(f"env.num_envs {cfg.env.num_envs} cannot be split over {per_node * nnodes} ranks")
+        from torch.distributed.run import main as torchrun
+
+        torchrun(
+            [f"--nnodes={nnodes}", f"--nproc-per-node={per_node}", f"--node-rank={node_rank}",
+             f"--rdzv-endpoint={rdzv}", "--max-restarts=0", "-m", "bcg_deploy.cli", *argv]
+        )  # fmt: skip
+        return None
+    if per_node <= 1:
+        return dd.World(env_sizes=[cfg.env.num_envs])
+    if cfg.env.num_envs < per_node:
+        raise BcgdError(f"--nproc {per_node}: env.num_envs {cfg.env.num_envs} gives a rank no env")
+    try:
+        code = dd.launch_local(argv, per_node)
+    except dd.RankFailed as exc:
+        ckpt = Path(cfg.runner.out_dir) / "run.pt"
+        kept = f"{ckpt} is intact; continue with --resume {ckpt}" if ckpt.exists() else "no run.pt was written yet"
+        raise BcgdError(f"{exc}; every rank stopped; {kept}") from None
+    if code != 0:
+        raise typer.Exit(code)
+    return None
+
+
+def _run_rank(fn, world):  # noqa: ANN001, ANN202
+    """Run a rank's training; a lost peer (a collective that failed or timed out) is one line, exit 3."""
+    try:
+        return fn()
+    except RuntimeError as exc:
+        if not world.distributed:
+            raise
+        import os
+
+        from bcg_deploy.training.distributed import LAUNCHED_ENV, LOST_PEERS_EXIT
+
+        if os.environ.get(LAUNCHED_ENV) != "1":  # under torchrun each rank reports; our launcher reports for all
+            msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            err_console.print(f"[bold red]error:[/] rank {world.rank}: lost the other ranks ({msg})", highlight=False)
+        raise typer.Exit(LOST_PEERS_EXIT) from None
+    finally:
+        from bcg_deploy.training.distributed import shutdown
+
+        shutdown()

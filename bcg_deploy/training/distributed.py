@@ -37,6 +37,10 @@ MIN_ENVS_PER_RANK = 8
 """``--nproc`` by default: one rank per core, but no fewer envs than this per rank."""
 COLLECTIVE_TIMEOUT_S = 25.0
 """A collective that waits longer than this (a hung or stopped peer) fails the rank."""
+LOST_PEERS_EXIT = 3
+"""Exit code of a rank whose collective failed because another rank died or hung."""
+LAUNCHED_ENV = "BCGD_LOCAL_LAUNCH"
+"""Set for the ranks ``launch_local`` starts: the launcher reports a failure, the ranks stay quiet."""
 PER_RANK_KEYS = frozenset({"generator", "rng"})
 """Entries of an env state that are per process (random streams), not per env."""
 
@@ -295,15 +299,15 @@ def launch_local(argv: Sequence[str], nproc: int, stop_grace_s: float = 10.0) ->
     base = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(nproc)}
     base["LOCAL_WORLD_SIZE"] = str(nproc)
     for r in range(nproc):
-        env = {**base, "RANK": str(r), "LOCAL_RANK": str(r), "BCGD_RANK_QUIET": "0" if r == 0 else "1"}
+        env = {**base, "RANK": str(r), "LOCAL_RANK": str(r), LAUNCHED_ENV: "1"}
         procs.append(subprocess.Popen([sys.executable, "-m", "bcg_deploy.cli", *argv], env=env))
     failed: tuple[int, int] | None = None
     try:
         while True:
             codes = [p.poll() for p in procs]
             bad = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
-            if bad:
-                failed = bad[0]
+            if bad:  # the cause, not a rank that only lost its peers
+                failed = min(bad, key=lambda ic: (ic[1] == LOST_PEERS_EXIT, ic[0]))
                 break
             if all(c == 0 for c in codes):
                 return 0

@@ -480,13 +480,22 @@ def train(
     on_event: Callable[[dict], None] | None = None,
     motion: Motion | None = None,
     sim: Any = None,
+    world: World | None = None,
 ) -> TrainResult:
-    """Train (or resume) a policy; see the module docstring. ``cfg.algo == "ppo"`` runs ``ppo.train_ppo``."""
+    """Train (or resume) a policy; see the module docstring. ``cfg.algo == "ppo"`` runs ``ppo.train_ppo``.
+
+    ``world``: this process's place in a data-parallel run (``distributed.world_from_env``); default one
+    process."""
     if cfg.algo == "ppo":
+        if world is not None and world.distributed:
+            raise BcgdError("--algo ppo runs in one process (use --nproc 1)")
         if resume is not None:
             raise BcgdError("--resume is not available for --algo ppo runs yet (start a new run)")
         from bcg_deploy.training.ppo import train_ppo
 
         return train_ppo(cfg, on_iteration=on_iteration, on_event=on_event, motion=motion, sim=sim)
-    trainer = Trainer(cfg, resume=resume, motion=motion, sim=sim, on_iteration=on_iteration, on_event=on_event)
+    trainer = Trainer(
+        cfg, resume=resume, motion=motion, sim=sim, on_iteration=on_iteration, on_event=on_event, world=world
+    )
+    trainer.world.barrier()  # set-up (kernel compilation) takes the ranks different times
     return trainer.run()

@@ -1,0 +1,75 @@
+"""``bcgd train --nproc 2``: a rank killed mid-run stops the run with one line; run.pt resumes elsewhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = [
+    "--envs", "16", "--horizon", "2", "--save-every", "2", "--set", "runner.tensorboard=false",
+    "--set", "shac.actor_hidden=32,32", "--set", "shac.critic_hidden=32", "--set", "add.hidden=32",
+    "--set", "shac.critic_iterations=1", "--set", "add.replay_size=256",
+]  # fmt: skip
+
+
+def _cli(args: list[str], **kw) -> subprocess.Popen:  # noqa: ANN003
+    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.Popen([sys.executable, "-m", "bcg_deploy.cli", *args], env=env, text=True, **kw)
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text().split()
+        out += [int(x) for x in text]
+    return out
+
+
+def _iterations(run: Path) -> int:
+    path = run / "metrics.jsonl"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_killed_rank_stops_every_rank_with_one_line_and_run_pt_resumes(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    p = _cli(["train", "dance", "--iterations", "400", "--nproc", "2", "--out", str(run), *TINY],
+             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    deadline = time.monotonic() + 300
+    while _iterations(run) < 3 or not (run / "run.pt").exists():
+        assert p.poll() is None, p.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    ranks = _children(p.pid)
+    assert len(ranks) == 2
+    t0 = time.monotonic()
+    os.kill(ranks[1], signal.SIGKILL)
+    out, err = p.communicate(timeout=120)
+    stopped_s = time.monotonic() - t0
+    assert p.returncode != 0
+    assert stopped_s < 60
+    assert "Traceback" not in err + out
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "rank 1 was killed by SIGKILL" in errors[0] and "--resume" in errors[0], err
+    for pid in ranks:
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+    ck = torch.load(run / "run.pt", weights_only=True)
+    stored = int(ck["iteration"])
+    assert stored >= 2 and ck["world"]["size"] == 2
+    # resume in one process: the 16 envs re-split onto one rank
+    r = _cli(["train", "--resume", str(run / "run.pt"), "--iterations", str(stored + 2), "--nproc", "1"],
+             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    out, err = r.communicate(timeout=300)
+    assert r.returncode == 0, err
+    ck2 = torch.load(run / "run.pt", weights_only=True)
+    assert int(ck2["iteration"]) == stored + 2 and ck2["world"]["size"] == 1
+    last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
+    assert last["iteration"] == stored + 2
