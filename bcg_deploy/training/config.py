@@ -211,6 +211,10 @@ class PPOCfg:
     """As SHAC's critic."""
     normalize_obs: bool = True
     """Empirical observation normalisation (running mean / variance, ``normalizer.RunningNormalizer``)."""
+    disc_updates_per_iter: int = 20
+    """ADD discriminator steps per iteration (``add.updates_per_iter`` of PPO runs): one per PPO minibatch
+    (5 x 4), each on ``add.batch_size`` residuals of the rollout and the replay. SHAC's one step per
+    window would give the discriminator 48x fewer samples per env step at PPO's 98,304-step rollouts."""
 
 
 @dataclass
@@ -331,10 +335,12 @@ class TrainConfig:
 
 def ppo_defaults(cfg: TrainConfig) -> TrainConfig:
     """Switch ``cfg`` to PPO with the paper's scale: ``algo="ppo"``, ``env.num_envs = ppo.num_envs``,
-    ``runner.iterations = ppo.iterations`` (in place; returns ``cfg``)."""
+    ``runner.iterations = ppo.iterations``, ``add.updates_per_iter = ppo.disc_updates_per_iter`` (in place;
+    returns ``cfg``)."""
     cfg.algo = "ppo"
     cfg.env.num_envs = cfg.ppo.num_envs
     cfg.runner.iterations = cfg.ppo.iterations
+    cfg.add.updates_per_iter = cfg.ppo.disc_updates_per_iter
     return cfg
 
 

@@ -43,6 +43,7 @@ def test_paper_defaults():
     assert (p.actor_hidden, p.critic_hidden) == (shac.actor_hidden, shac.critic_hidden)
     cfg = ppo_defaults(TrainConfig())
     assert (cfg.algo, cfg.env.num_envs, cfg.runner.iterations) == ("ppo", 4096, 3000)
+    assert cfg.add.updates_per_iter == p.num_learning_epochs * p.num_mini_batches  # one disc step per minibatch
 
 
 def test_ppo_refuses_bcg():
