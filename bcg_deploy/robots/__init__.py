@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import cache
 
+from bcg_deploy.errors import BcgdError
 from bcg_deploy.robots.spec import ContactPoint as ContactPoint
 from bcg_deploy.robots.spec import KeyPoint as KeyPoint
 from bcg_deploy.robots.spec import RobotSpec as RobotSpec
@@ -18,7 +19,7 @@ def load_robot(name: str = "g1") -> RobotSpec:
         from bcg_deploy.robots.g1 import g1_spec
 
         return g1_spec()
-    raise ValueError(f"unknown robot {name!r}: expected one of {', '.join(ROBOTS)}")
+    raise BcgdError(f"--robot {name}: unknown robot, expected one of {', '.join(ROBOTS)}")
 
 
 __all__ = ["ContactPoint", "KeyPoint", "RobotSpec", "load_robot", "ROBOTS"]

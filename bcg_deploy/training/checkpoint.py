@@ -257,11 +257,11 @@ def load_checkpoint(
     except pickle.UnpicklingError as exc:
         if "weights only" in str(exc).lower() or "weights_only" in str(exc).lower():
             raise BcgdError(
-                f"checkpoint {path} holds pickled objects that could run code; refused (loaded with weights_only=True)"
+                f"{path} is not a bcg-deploy checkpoint: it holds Python objects that no run.pt of bcgd train has"
             ) from None
-        raise BcgdError(f"checkpoint {path} is corrupt or not a torch file ({_first_line(exc)})") from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as exc:
-        raise BcgdError(f"checkpoint {path} is truncated or not a torch file ({_first_line(exc)})") from None
+        raise BcgdError(_not_torch(path)) from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError, KeyError, IndexError):
+        raise BcgdError(_not_torch(path)) from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         got = ckpt.get("format") if isinstance(ckpt, dict) else type(ckpt).__name__
         raise BcgdError(f"{path} is not a bcg-deploy run checkpoint (format {got!r}, expected {FORMAT!r})")
@@ -276,6 +276,18 @@ def load_checkpoint(
     if robot is not None:
         check_robot_identity(ckpt, robot, path)
     return ckpt
+
+
+def _not_torch(path: Path) -> str:
+    """Why a file torch cannot load is no checkpoint, without torch's internals."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except OSError as err:
+        return f"checkpoint {path} cannot be read: {err.strerror}"
+    if head == b"PK\x03\x04":
+        return f"checkpoint {path} is truncated or damaged (an incomplete torch archive); write it again"
+    return f"{path} is not a checkpoint (not a torch file; expected the run.pt that bcgd train writes)"
 
 
 def check_robot_identity(ckpt: Mapping[str, Any], robot: RobotSpec, path: str | os.PathLike = "checkpoint") -> None:
@@ -307,11 +319,6 @@ def _check_nested(path: Path, ckpt: dict) -> None:
                 raise BcgdError(f"checkpoint {path} lacks required key {key}.{sub}")
     if "observation" in ckpt and not isinstance(ckpt["observation"], list):
         raise BcgdError(f"checkpoint {path}: observation must be a list of terms")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:160] if text else type(exc).__name__
 
 
 def motion_from_checkpoint(ckpt: Mapping[str, Any]) -> Motion:
