@@ -8,8 +8,9 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from bcg_deploy.cli import app, console
-from bcg_deploy.motions import MotionQuery, import_lafan1_dir, list_motions, show_motion
+from bcg_deploy.cli import JSON_OPTION, app, console, json_out
+from bcg_deploy.motions import MotionQuery, import_lafan1_dir, library_dir, list_motions, show_motion
+from bcg_deploy.motions.library import remove_motions
 
 motions_app = typer.Typer(
     help="Reference motions: task clips (run, jump, fight, dance), LAFAN1 import, built-in synthetic clips.",
@@ -19,21 +20,41 @@ app.add_typer(motions_app, name="motions")
 
 
 @motions_app.command("list")
-def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
-    """The task motions and where each comes from (your LAFAN1 library or a built-in synthetic clip)."""
+def list_cmd(json_path: Path | None = JSON_OPTION) -> None:
+    """The task motions, where each comes from, and every registered LAFAN1 file (with its state)."""
     d = list_motions()
-    if as_json:
-        typer.echo(json.dumps(d, indent=2))
+    json_out(json.dumps(d, indent=2), json_path)
+    if json_path is not None and str(json_path) == "-":
         return
-    t = Table("name", "source", "duration")
+    t = Table("task", "source", "duration", title="tasks")
     for row in d["motions"]:
         style = "yellow" if row["kind"] == "builtin" else ""
         t.add_row(row["name"], f"[{style}]{row['source']}[/]" if style else row["source"], f"{row['duration_s']:.1f} s")
     console.print(t)
     n = len(d["files"])
+    if n:
+        f = Table("name", "duration", "state", "task", title=f"registered LAFAN1 files ({n})")
+        for e in d["files"]:
+            state = e["status"] if e["status"] == "ok" else f"[red]{e['status']}[/]"
+            dur = "-" if e["duration_s"] is None else f"{e['duration_s']:.1f} s"
+            f.add_row(e["name"], dur, state, ", ".join(e["tasks"]))
+        console.print(f)
+        bad = [e for e in d["files"] if e["status"] != "ok"]
+        for e in bad:
+            console.print(f"[red]{e['status']}:[/] {e['path']}", highlight=False, soft_wrap=True)
+        if bad:
+            console.print("re-import the folder (bcgd motions import DIR) or forget them (bcgd motions remove NAME)")
+        console.print("use a file by name: bcgd train NAME, bcgd sim2sim --replay --motion NAME", highlight=False)
     console.print(f"library {d['library']}: {n} LAFAN1 file{'s' if n != 1 else ''} registered", highlight=False)
     if n == 0:
         console.print("import your LAFAN1 G1 folder with `bcgd motions import DIR` to use the real clips")
+
+
+@motions_app.command("remove")
+def remove_cmd(names: list[str] = typer.Argument(..., help="Registered file names (see bcgd motions list).")) -> None:
+    """Forget registered LAFAN1 files (the CSV files themselves are left alone)."""
+    removed = remove_motions(names)
+    console.print(f"removed {', '.join(removed)} from {library_dir()}", highlight=False)
 
 
 def _fmt(v: object) -> str:
@@ -48,7 +69,7 @@ def show(
     duration: float | None = typer.Option(None, "--duration", help="Window length in s (default: to the end)."),
     builtin: bool = typer.Option(False, "--builtin", help="Use the built-in synthetic clip even if LAFAN1 is there."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the clip cache."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    json_path: Path | None = JSON_OPTION,
 ) -> None:
     """Source, window, duration, heights, speeds and joint velocities of a motion."""
     q = MotionQuery(
@@ -60,8 +81,8 @@ def show(
         use_cache=not no_cache,
     )
     d = show_motion(q)
-    if as_json:
-        typer.echo(json.dumps(d, indent=2))
+    json_out(json.dumps(d, indent=2), json_path)
+    if json_path is not None and str(json_path) == "-":
         return
     src = d["source"]
     t = Table("field", "value", show_header=False)

@@ -252,12 +252,7 @@ def load_task_motion(
     src = resolve_task(name, prefer)
     if src["kind"] == "builtin":
         return load_builtin(name, robot, use_cache)
-    path = Path(src["path"])
-    if not path.is_file():
-        raise BcgdError(f"motion {name!r}: registered file {path} is missing; import its folder again or use --builtin")
-    sha = file_sha256(path)
-    if sha != src["sha256"]:
-        raise BcgdError(f"{path.name} changed since it was imported; run `bcgd motions import {path.parent}` again")
+    path = _checked_file(src["file"], src)
     window = src.get("window")
     if window is None:  # index written without a window for this file: choose it now
         clip = read_lafan1_csv(path, robot)
@@ -268,8 +263,55 @@ def load_task_motion(
     return replace(motion, source={**motion.source, "task": name, "window_criterion": criterion})
 
 
+def _checked_file(stem: str, entry: dict) -> Path:
+    """The registered file ``stem``'s path when it is still there and unchanged, else a one-line BcgdError."""
+    path = Path(entry["path"])
+    if not path.is_file():
+        raise BcgdError(
+            f"motion {stem!r}: registered file {path} is missing (was its folder moved?); run "
+            f"`bcgd motions import DIR` on its new folder, or `bcgd motions remove {stem}` to forget it"
+        )
+    if file_sha256(path) != entry["sha256"]:
+        raise BcgdError(f"{path.name} changed since it was imported; run `bcgd motions import {path.parent}` again")
+    return path
+
+
+def registered_file(name: str) -> Path:
+    """The path of the LAFAN1 file registered as ``name``, checked present and unchanged."""
+    files = read_library()["files"]
+    if name not in files:
+        known = ", ".join(sorted(files)) or "none registered yet (bcgd motions import DIR)"
+        raise BcgdError(f"unknown motion {name!r}: expected a registered LAFAN1 file ({known})")
+    return _checked_file(name, files[name])
+
+
+def file_status(entry: dict) -> str:
+    """``ok``, ``missing`` or ``changed`` (sha256 differs from the imported file's) for a library entry."""
+    path = Path(entry["path"])
+    if not path.is_file():
+        return "missing"
+    return "ok" if file_sha256(path) == entry["sha256"] else "changed"
+
+
+def remove_motions(names: list[str]) -> list[str]:
+    """Forget the registered files ``names`` (the CSV files themselves are untouched); returns them.
+
+    A task whose file is removed resolves to the next registered file of its prefix, else to its built-in clip.
+    """
+    lib = read_library()
+    unknown = [n for n in names if n not in lib["files"]]
+    if unknown:
+        known = ", ".join(sorted(lib["files"])) or "none"
+        raise BcgdError(f"unknown motion {unknown[0]!r}: expected a registered LAFAN1 file ({known})")
+    for n in names:
+        del lib["files"][n]
+        lib["windows"].pop(n, None)
+    _write_library(lib)
+    return list(names)
+
+
 def list_motions() -> dict:
-    """The library folder, the registered files and, for every task, where it resolves (no loading)."""
+    """The library folder, the registered files (with their state) and, for every task, where it resolves."""
     lib = read_library()
     rows = []
     for name in TASKS:
@@ -282,7 +324,17 @@ def list_motions() -> dict:
         else:
             where = "built-in (synthetic)"
         rows.append({"name": name, "kind": src["kind"], "source": where, "duration_s": src["duration_s"]})
-    return {"library": str(library_dir()), "files": sorted(lib["files"]), "motions": rows}
+    files = [
+        {
+            "name": stem,
+            "path": e["path"],
+            "duration_s": e.get("duration_s"),
+            "status": file_status(e),
+            "tasks": [t.name for t in TASKS.values() if _task_file(t, lib["files"]) == stem],
+        }
+        for stem, e in sorted(lib["files"].items())
+    ]
+    return {"library": str(library_dir()), "files": files, "motions": rows}
 
 
 @dataclass(frozen=True)
@@ -317,7 +369,7 @@ def load_query(q: MotionQuery, robot: RobotSpec | None = None) -> Motion:
         return load_task_motion(q.name, q.prefer, robot, q.use_cache)
     files = read_library()["files"]
     if q.name in files:
-        return load_lafan1_csv(files[q.name]["path"], q.start_s, q.duration_s, robot, cfg)
+        return load_lafan1_csv(_checked_file(q.name, files[q.name]), q.start_s, q.duration_s, robot, cfg, name=q.name)
     known = list(TASKS) + sorted(files)
     raise BcgdError(f"unknown motion {q.name!r}: expected one of {', '.join(known)} (or --csv FILE)")
 
