@@ -364,3 +364,56 @@ def push_schedule(
             return out
         kick = np.concatenate([rng.uniform(-lin, lin), rng.uniform(-ang, ang)])
         out.append((ms_to_steps(t * 1e3, dt), kick))
+
+
+# ----------------------------------------------------------------------------------------------- initial state
+
+
+@dataclass(frozen=True)
+class InitNoise:
+    """Initial-state perturbation of each run, like training's reset noise: U(+/- pos) m added to the root
+    position (world x, y, z), a rotation Rz(yaw) Ry(pitch) Rx(roll) with angles U(+/- rot) rad applied to
+    the root orientation in the world frame, U(+/- joint) rad added to the joints (clipped to their range).
+    The velocities stay the reference's (the angular velocity re-expressed in the perturbed base frame).
+    Defaults: the training config's ``domain_rand.reset_pos / reset_rot / reset_joint`` defaults."""
+
+    pos: tuple[float, float, float] = (0.05, 0.05, 0.01)
+    rot: tuple[float, float, float] = (0.1, 0.1, 0.2)
+    joint: float = 0.1
+
+    def perturb(
+        self, qpos: np.ndarray, qvel: np.ndarray, joint_range: np.ndarray, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Perturbed copies of a MuJoCo initial state (qpos [7 + J], qvel [6 + J])."""
+        q, v = qpos.copy(), qvel.copy()
+        q[:3] += rng.uniform(-1.0, 1.0, 3) * np.asarray(self.pos)
+        rpy = rng.uniform(-1.0, 1.0, 3) * np.asarray(self.rot)
+        joints = rng.uniform(-self.joint, self.joint, q.size - 7)
+        omega_w = quat.rotate(q[3:7], v[3:6])
+        q[3:7] = quat.normalize(quat.mul(quat.from_euler_zyx(*rpy), q[3:7]))
+        v[3:6] = quat.rotate(quat.conj(q[3:7]), omega_w)
+        q[7:] = np.clip(q[7:] + joints, joint_range[:, 0], joint_range[:, 1])
+        return q, v
+
+
+def init_noise_from_metadata(meta: dict | None) -> tuple[InitNoise, str]:
+    """Reset-noise amplitudes from metadata ``bcgd.domain_randomization`` (``reset_pos``, ``reset_rot``,
+    ``reset_joint``), the training defaults for what is absent; and a one-line note of their source."""
+    d = InitNoise()
+    meta = meta if isinstance(meta, dict) else {}
+    try:
+        pos = _vec3(meta.get("reset_pos", d.pos))
+        rot = _vec3(meta.get("reset_rot", d.rot))
+        joint = float(meta.get("reset_joint", d.joint))
+    except (TypeError, ValueError, KeyError):
+        raise BcgdError(
+            "metadata bcgd.domain_randomization reset_pos/reset_rot/reset_joint: expected 3, 3 and 1 numbers"
+        ) from None
+    present = [k for k in ("reset_pos", "reset_rot", "reset_joint") if k in meta]
+    if len(present) == 3:
+        note = "metadata bcgd.domain_randomization reset_pos/reset_rot/reset_joint"
+    else:
+        note = "training's reset-noise defaults" + (f" (metadata has {', '.join(present)})" if present else "")
+    if meta.get("enabled") is False:
+        note += "; the policy was trained with domain randomisation and reset noise off"
+    return InitNoise(pos, rot, joint), note

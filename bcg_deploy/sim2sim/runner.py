@@ -21,6 +21,7 @@ falls below ``fall_height`` (metrics then cover the frames up to the fall).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -36,12 +37,14 @@ from bcg_deploy.sim2sim.injection import (
     ActionDelayLine,
     DomainRandomization,
     DrSample,
+    InitNoise,
     LatencySampler,
     PushConfig,
     SensorNoise,
     StateHistory,
     apply_domain_randomization,
     domain_randomization_from_metadata,
+    init_noise_from_metadata,
     ms_to_steps,
     noise_levels,
     push_from_metadata,
@@ -51,6 +54,8 @@ from bcg_deploy.sim2sim.policy import OnnxPolicy, make_inputs
 from bcg_deploy.sim2sim.reference import Reference, base_track, initial_state, reference_from_motion
 
 DEFAULT_PHYSICS_DT = 0.002
+MAX_LATENCY_MS = 1000.0
+"""Largest action or observation latency accepted (ms): a second is far beyond any robot's loop."""
 
 
 @dataclass
@@ -68,6 +73,9 @@ class Sim2SimConfig:
     """Observation latency, uniform in [lo, hi] ms per control step, quantised to physics steps."""
     noise_scale: float = 0.0
     """Sensor noise on the raw inputs: SCALE x the training levels (metadata ``bcgd.input_noise``)."""
+    init_noise: bool = True
+    """Perturb each run's initial state like training's reset noise (seeded; policy runs only), so that
+    runs differ even without other injections. False: every run starts exactly on reference frame 0."""
     randomize: bool = False
     """Training domain randomisation (metadata ``bcgd.domain_randomization``; METHOD.md defaults)."""
     push: bool = False
@@ -90,6 +98,9 @@ class Sim2SimConfig:
     mjcf: str | None = None
     """Replay in another G1 model (MJCF file): joints and bodies matched by name, PD gains, effort limits,
     armature and default pose from the ONNX, the model's own collision geometry (``other_model``)."""
+    jobs: int = 0
+    """Worker processes for the runs (0 = one per available core, 1 = in this process). The report does
+    not depend on it: each run draws only from its own seeded streams."""
 
 
 @dataclass
@@ -135,6 +146,7 @@ class Sim2SimSetup:
     dr: DomainRandomization | None = None
     push: PushConfig | None = None
     noise: SensorNoise | None = None
+    init_noise: InitNoise | None = None
     notes: list[str] = field(default_factory=list)
     settings: dict = field(default_factory=dict)
     body_ids: np.ndarray | None = None
@@ -199,7 +211,7 @@ def mujoco_settings(m: mujoco.MjModel) -> dict:
 
 
 def _load_motion_reference(cfg: Sim2SimConfig, spec: RobotSpec) -> Reference:
-    """``--motion``: a LAFAN1 G1 CSV window, or a task/library/built-in motion name."""
+    """``--motion``: a LAFAN1 G1 CSV window, a task name, or the name of a file in the clip library."""
     from bcg_deploy import motions
 
     name = str(cfg.motion)
@@ -208,8 +220,11 @@ def _load_motion_reference(cfg: Sim2SimConfig, spec: RobotSpec) -> Reference:
         if not path.is_file():
             raise BcgdError(f"motion file {path}: no such file")
         motion = motions.load_lafan1_csv(path, cfg.motion_start_s, cfg.motion_duration_s, spec)
-    else:
-        motion = motions.load_task_motion(name)
+    else:  # a task, or a file registered with `bcgd motions import` (its window: --start, --duration)
+        from bcg_deploy.motions.library import load_query
+
+        q = motions.MotionQuery(name=name, start_s=cfg.motion_start_s, duration_s=cfg.motion_duration_s)
+        motion = load_query(q, spec)
     ref = reference_from_motion(motion)
     if ref.body_pos_w.shape[1] != len(spec.body_names) or ref.joint_pos.shape[1] != spec.num_joints:
         raise BcgdError(f"motion {name}: arrays do not match robot {spec.name}'s bodies and joints")
@@ -267,8 +282,19 @@ def _check_cfg(cfg: Sim2SimConfig) -> None:
         raise BcgdError("--motion is only used with --replay (a policy tracks the clip baked into its ONNX)")
     if cfg.pin_base and not cfg.replay:
         raise BcgdError("--pin-base is only used with --replay")
-    if cfg.noise_scale < 0:
-        raise BcgdError(f"--noise {cfg.noise_scale}: expected a scale >= 0")
+    if not (math.isfinite(cfg.noise_scale) and cfg.noise_scale >= 0):
+        raise BcgdError(f"--noise {cfg.noise_scale}: expected a finite scale >= 0")
+    for what, (lo, hi) in (("--latency", cfg.latency_ms), ("--obs-latency", cfg.obs_latency_ms)):
+        if not (0 <= lo <= hi <= MAX_LATENCY_MS):
+            raise BcgdError(f"{what} {lo:g}:{hi:g}: expected 0 <= LO <= HI <= {MAX_LATENCY_MS:g} ms")
+    if cfg.max_duration_s is not None and not (math.isfinite(cfg.max_duration_s) and cfg.max_duration_s > 0):
+        raise BcgdError(f"--max-seconds {cfg.max_duration_s}: expected seconds > 0")
+    if not (math.isfinite(cfg.motion_start_s) and cfg.motion_start_s >= 0):
+        raise BcgdError(f"--start {cfg.motion_start_s}: expected seconds >= 0")
+    if cfg.motion_duration_s is not None and not (math.isfinite(cfg.motion_duration_s) and cfg.motion_duration_s > 0):
+        raise BcgdError(f"--duration {cfg.motion_duration_s}: expected seconds > 0")
+    if cfg.jobs < 0:
+        raise BcgdError(f"--jobs {cfg.jobs}: expected 0 (one per core) or more")
 
 
 def _substeps(control_dt: float, physics_dt: float) -> int:
@@ -318,12 +344,23 @@ def _finish_setup(spec, ref, control_dt, kp, kd, effort, armature, cfg, policy, 
         levels, note = noise_levels(meta.input_noise if meta else None)
         setup.noise = SensorNoise(levels, cfg.noise_scale)
         notes.append(f"noise levels: {note}")
+    if cfg.init_noise and policy is not None and not cfg.replay:
+        setup.init_noise, note = init_noise_from_metadata(meta.domain_randomization if meta else None)
+        n = setup.init_noise
+        notes.append(
+            f"initial state perturbed per run (--no-init-noise: off): root +/-{_csv(n.pos)} m, "
+            f"+/-{_csv(n.rot)} rad roll/pitch/yaw, joints +/-{n.joint:g} rad ({note})"
+        )
     if (policy is None or cfg.replay) and cfg.obs_latency_ms[1] > 0:
         notes.append("--obs-latency has no effect on a replay (no policy reads the sensors)")
     random = cfg.randomize or cfg.push or cfg.latency_ms[0] != cfg.latency_ms[1]
     random = random or cfg.obs_latency_ms[0] != cfg.obs_latency_ms[1] or (setup.noise is not None and not cfg.replay)
+    random = random or setup.init_noise is not None
     if cfg.runs > 1 and not random:
-        notes.append("nothing random enabled (--noise, --randomize, --push, a latency range): the runs are identical")
+        notes.append(
+            "nothing random enabled (initial-state noise, --noise, --randomize, --push, a latency range): "
+            "the runs are identical"
+        )
     setup.settings = _settings(onnx_path, cfg, setup)
     return setup
 
@@ -347,6 +384,7 @@ def _settings(onnx_path, cfg: Sim2SimConfig, s: Sim2SimSetup) -> dict:
         "obs_latency_steps": [ms_to_steps(x, cfg.physics_dt) for x in cfg.obs_latency_ms],
         "noise_scale": cfg.noise_scale,
         "noise_levels": s.noise.levels if s.noise else None,
+        "init_noise": asdict(s.init_noise) if s.init_noise else None,
         "randomize": asdict(s.dr) if s.dr else None,
         "push": asdict(s.push) if s.push else None,
         "mujoco": mujoco_settings(s.model),
@@ -373,6 +411,10 @@ def _sha256(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def _csv(v) -> str:
+    return ", ".join(f"{x:g}" for x in v)
+
+
 def _versions() -> dict:
     import onnxruntime
 
@@ -384,7 +426,7 @@ def _versions() -> dict:
 def run_streams(seed: int, run_index: int) -> dict[str, np.random.Generator]:
     """Independent generators per injection, so enabling one never changes another's draws."""
     ss = np.random.SeedSequence(entropy=seed, spawn_key=(run_index,))
-    names = ("latency", "obs_latency", "noise", "randomize", "push")
+    names = ("latency", "obs_latency", "noise", "randomize", "push", "init")  # append only: keeps older draws
     return {n: np.random.default_rng(c) for n, c in zip(names, ss.spawn(len(names)), strict=True)}
 
 
@@ -408,7 +450,10 @@ def simulate_run(
         m = _copy_model(setup.model)
         dr = apply_domain_randomization(m, setup.dr, rng["randomize"], joint_dofs(m))
     d = mujoco.MjData(m)
-    d.qpos[:], d.qvel[:] = initial_state(ref, m.nq, m.nv)
+    qpos0, qvel0 = initial_state(ref, m.nq, m.nv)
+    if setup.init_noise is not None:
+        qpos0, qvel0 = setup.init_noise.perturb(qpos0, qvel0, setup.spec.joint_range, rng["init"])
+    d.qpos[:], d.qvel[:] = qpos0, qvel0
     mujoco.mj_forward(m, d)
 
     if controller is None:
@@ -620,45 +665,50 @@ def run_sim2sim(
     video_path: str | Path | None = None,
     viewer: bool = False,
     on_control_step: Callable[[int, int, mujoco.MjModel, mujoco.MjData], None] | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+    video_size: tuple[int, int] = (640, 480),
+    setup: Sim2SimSetup | None = None,
 ):
     """Evaluate a policy (or a replay) over ``cfg.runs`` seeded runs; returns a :class:`Report`.
 
-    ``video_path``: MP4 of run 0 from a camera following the pelvis. ``viewer``: show run 0 in MuJoCo's
-    interactive viewer. ``on_control_step(run, k, m, d)`` is called after every control step;
-    ``progress(run, runs)`` before every run.
+    ``video_path``: MP4 or GIF of run 0 (``video_size`` width, height in pixels) from a camera tracking
+    the pelvis, the reference drawn as a translucent ghost. ``viewer``: show run 0 in MuJoCo's
+    interactive viewer. ``on_control_step(run, k, m, d)`` is called after every control step of run 0
+    (which then runs in this process). The runs go to ``cfg.jobs`` worker processes
+    (``sim2sim.parallel``); ``progress(steps done, total steps, text)`` follows them. ``setup``: the
+    result of ``prepare(onnx_path, cfg)`` when the caller already has it.
     """
+    from bcg_deploy.sim2sim.parallel import run_all
     from bcg_deploy.sim2sim.report import Report
 
     if viewer and video_path is not None:
         raise BcgdError("--viewer and --video cannot be used together; pick one")
-    setup = prepare(onnx_path, cfg)
+    setup = setup if setup is not None else prepare(onnx_path, cfg)
     hooks = [on_control_step] if on_control_step is not None else []
-    recorder = None
+    recorder, label = None, ""
     if video_path is not None:
         from bcg_deploy.sim2sim.video import VideoRecorder
 
-        recorder = VideoRecorder(video_path, fps=1.0 / setup.control_dt)
+        recorder = VideoRecorder(
+            video_path, fps=1.0 / setup.control_dt, width=video_size[0], height=video_size[1], ghost=setup.reference
+        )
         hooks.append(recorder)
+        label = f"rendering run 0 to {Path(video_path).name}"
     elif viewer:
         from bcg_deploy.sim2sim.video import ViewerHook
 
         recorder = ViewerHook(setup.control_dt)
         hooks.append(recorder)
-    results = []
+    hook = (lambda r, k, m, d: [h(r, k, m, d) for h in hooks]) if hooks else None  # noqa: E731
+    t0 = time.perf_counter()
     try:
-        for r in range(cfg.runs):
-            if progress is not None:
-                progress(r, cfg.runs)
-            cb = None
-            if hooks:
-                cb = lambda k, m, d, r=r: [h(r, k, m, d) for h in hooks]  # noqa: E731
-            results.append(simulate_run(setup, cfg, r, on_control_step=cb))
+        results = run_all(setup, onnx_path, cfg, hook, progress, label)
     finally:
         written = recorder.close() if recorder is not None else None
     report = Report.build(setup.settings, results)
     report.extras["wall_s"] = sum(x.wall_s for x in results)
     report.extras["sim_s"] = sum(x.duration_s for x in results)
+    report.extras["elapsed_s"] = time.perf_counter() - t0
     if video_path is not None:
         report.extras["video"] = {"path": written, "frames": recorder.frames, "backend": recorder.backend}
     return report

@@ -48,8 +48,57 @@ def test_determinism_with_noise(untrained_onnx):
     assert a != c
     runs = json.loads(a)["runs"]
     assert runs[0]["e_track_cm"] != runs[1]["e_track_cm"]
-    quiet = json.loads(run_sim2sim(untrained_onnx, Sim2SimConfig(seed=0, **{**base, "noise_scale": 0.0})).to_json())
-    assert quiet["runs"][0]["e_track_cm"] == quiet["runs"][1]["e_track_cm"]  # no noise: seeds do not matter
+    quiet = {**base, "noise_scale": 0.0, "init_noise": False}
+    quiet = json.loads(run_sim2sim(untrained_onnx, Sim2SimConfig(seed=0, **quiet)).to_json())
+    assert quiet["runs"][0]["e_track_cm"] == quiet["runs"][1]["e_track_cm"]  # nothing random: seeds do not matter
+    assert any("the runs are identical" in n for n in quiet["settings"]["notes"])
+
+
+def test_clean_runs_differ_by_their_seeded_initial_state(untrained_onnx):
+    """Without any injection, the seeded initial-state perturbation (training's reset noise) makes each
+    run a different run; equal seeds still give byte-identical reports; --no-init-noise replays frame 0."""
+    base = dict(runs=3, max_duration_s=0.4, stop_on_fall=False, jobs=1)
+    a = run_sim2sim(untrained_onnx, Sim2SimConfig(seed=0, **base))
+    assert a.to_json() == run_sim2sim(untrained_onnx, Sim2SimConfig(seed=0, **base)).to_json()
+    e = [r.e_track_cm for r in a.runs]
+    assert len(set(e)) == 3, e
+    s = json.loads(a.to_json())["settings"]
+    assert s["init_noise"] == {"pos": [0.05, 0.05, 0.01], "rot": [0.1, 0.1, 0.2], "joint": 0.1}
+    assert any("reset_pos/reset_rot/reset_joint" in n for n in s["notes"])  # read from the ONNX metadata
+    off = run_sim2sim(untrained_onnx, Sim2SimConfig(seed=0, init_noise=False, **base))
+    assert off.settings["init_noise"] is None and len({r.e_track_cm for r in off.runs}) == 1
+
+
+def test_initial_perturbation_is_training_reset_noise():
+    """The same maths as training's reset: position offset, world-frame RPY rotation (Rz Ry Rx) applied
+    before the reference orientation, world angular velocity kept, joints clipped to their range."""
+    from bcg_deploy.motions import quat
+    from bcg_deploy.robots import load_robot
+    from bcg_deploy.sim2sim.injection import InitNoise
+
+    spec = load_robot()
+    rng = np.random.default_rng(3)
+    q0 = np.concatenate([[0.1, 0.2, 0.8], quat.normalize(np.array([0.9, 0.1, -0.2, 0.3])), spec.joint_range[:, 1]])
+    v0 = np.concatenate([[0.5, 0.0, 0.1], [0.3, -0.2, 1.0], np.zeros(spec.num_joints)])
+    n = InitNoise()
+    q, v = n.perturb(q0, v0, spec.joint_range, np.random.default_rng(3))
+    d = rng.uniform(-1, 1, 3) * np.asarray(n.pos)
+    rpy = rng.uniform(-1, 1, 3) * np.asarray(n.rot)
+    np.testing.assert_allclose(q[:3], q0[:3] + d)
+    dq = quat.from_euler_zyx(*rpy)
+    np.testing.assert_allclose(q[3:7], quat.mul(dq, q0[3:7]), atol=1e-12)
+    np.testing.assert_allclose(quat.rotate(q[3:7], v[3:6]), quat.rotate(q0[3:7], v0[3:6]), atol=1e-12)
+    assert np.all(q[7:] <= spec.joint_range[:, 1]) and np.any(q[7:] < q0[7:])  # upper limit: only downward moves
+    np.testing.assert_array_equal(v[:3], v0[:3])
+
+
+def test_parallel_runs_equal_serial_byte_for_byte(untrained_onnx):
+    base = dict(runs=3, max_duration_s=0.3, noise_scale=1.0, latency_ms=(0.0, 10.0), stop_on_fall=False)
+    serial = run_sim2sim(untrained_onnx, Sim2SimConfig(jobs=1, **base)).to_json()
+    seen = []
+    par = run_sim2sim(untrained_onnx, Sim2SimConfig(jobs=2, **base), progress=lambda *a: seen.append(a))
+    assert par.to_json() == serial
+    assert seen and seen[-1][0] == seen[-1][1] == 3 * 15 and "3/3 runs done" in seen[-1][2]
 
 
 def test_everything_on_runs(untrained_onnx):
@@ -69,7 +118,7 @@ def test_replay_of_the_policy_clip_with_pinned_base(untrained_onnx):
     """The baseline: PD on the reference joints with the pelvis pinned tracks far better than the
     untrained policy (which falls), with zero root error."""
     r = run_sim2sim(untrained_onnx, Sim2SimConfig(runs=1, replay=True, pin_base=True)).runs[0]
-    p = run_sim2sim(untrained_onnx, Sim2SimConfig(runs=1, stop_on_fall=False)).runs[0]
+    p = run_sim2sim(untrained_onnx, Sim2SimConfig(runs=1, stop_on_fall=False, init_noise=False)).runs[0]
     assert not r.fell and p.fell and r.steps == p.steps
     assert r.root_pos_err_cm < 1e-6
     assert r.e_track_cm < 0.25 * p.e_track_cm and r.joint_rmse_rad < 0.5 * p.joint_rmse_rad

@@ -47,18 +47,25 @@ def test_plot_png(report, tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_video_mp4_or_clear_no_gl_error(report, tmp_path):
+def _record(setup, path, **kw):
+    """Render one replay run to ``path``; skip (with the one-line reason) when imageio or GL is missing."""
     from bcg_deploy.sim2sim.video import VideoRecorder
 
-    _, setup = report
     cfg = Sim2SimConfig(runs=1, replay=True)
     try:
-        rec = VideoRecorder(tmp_path / "v.mp4", fps=50.0, width=160, height=120)
+        rec = VideoRecorder(path, fps=50.0, ghost=setup.reference, **kw)
         simulate_run(setup, cfg, 0, on_control_step=lambda k, m, d: rec(0, k, m, d))
     except BcgdError as exc:
-        assert "OpenGL" in str(exc) and "\n" not in str(exc)
-        pytest.skip(f"no offscreen GL here: {exc}")
-    path = rec.close()
+        msg = str(exc)
+        assert "\n" not in msg
+        assert "OpenGL" in msg or 'pip install "bcg-deploy[video]"' in msg, msg
+        pytest.skip(f"no video here: {msg}")
+    return rec, rec.close()
+
+
+def test_video_mp4_or_clear_dependency_error(report, tmp_path):
+    _, setup = report
+    rec, path = _record(setup, tmp_path / "v.mp4", width=160, height=120)
     assert path is not None and path.stat().st_size > 1000
     assert rec.frames > 1
     import imageio.v2 as imageio
@@ -66,6 +73,40 @@ def test_video_mp4_or_clear_no_gl_error(report, tmp_path):
     frames = imageio.mimread(path)
     assert len(frames) == rec.frames and frames[0].shape[:2] == (120, 160)
     assert np.asarray(frames[0]).std() > 1.0  # not a blank image
+    other = tmp_path / "other.json"
+    rep, _ = report
+    rep.write_json(other)
+    assert (path.stat().st_mode & 0o777) == (other.stat().st_mode & 0o777)  # the permissions of any output
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left behind
+
+
+def test_video_gif_is_a_gif(report, tmp_path):
+    _, setup = report
+    rec, path = _record(setup, tmp_path / "v.GIF", width=96, height=64)
+    assert path.read_bytes()[:6] in (b"GIF89a", b"GIF87a")
+    assert rec.frames == 8  # every 2nd of the 15 control steps
+
+
+def test_video_shows_body_and_ghost(report, tmp_path):
+    """The robot is drawn with its body-sized shapes (torso dark, limbs light) and the reference as a green
+    ghost: both colours cover a real part of a frame."""
+    _, setup = report
+    rec, path = _record(setup, tmp_path / "v.mp4", width=160, height=120)
+    import imageio.v2 as imageio
+
+    f = np.asarray(imageio.mimread(path)[3]).astype(int)
+    r, g, b = f[..., 0], f[..., 1], f[..., 2]
+    dark = (r < 90) & (g < 90) & (b < 110) & (abs(r - g) < 25)
+    greenish = (g > r + 25) & (g > b + 10)
+    assert dark.mean() > 0.004 and greenish.mean() > 0.004, (dark.mean(), greenish.mean())
+
+
+def test_video_path_checks(tmp_path):
+    from bcg_deploy.sim2sim.video import check_video_path
+
+    assert check_video_path(tmp_path / "a.mp4")[1] == "FFMPEG"
+    with pytest.raises(BcgdError, match="ending in .mp4 or .gif"):
+        check_video_path(tmp_path / "a.avi")
 
 
 def test_viewer_without_display_is_a_one_line_error(monkeypatch):

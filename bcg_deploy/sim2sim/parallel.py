@@ -1,0 +1,150 @@
+"""The runs of one evaluation in parallel processes, with progress.
+
+Runs are independent (each draws only from its own seeded streams, ``runner.run_streams``), so a run
+computed in a worker process equals the same run computed here, bit for bit: the report of a parallel
+evaluation is byte-identical to a serial one. Workers are started with ``spawn`` (no state is inherited
+from this process: onnxruntime and MuJoCo start clean) and each builds its own setup once with
+``runner.prepare``. Each worker reports its progress (run, control steps done) through a queue.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue as queue_mod
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from pathlib import Path
+
+PROGRESS_EVERY = 25
+"""Control steps between two progress reports of a run."""
+
+Progress = Callable[[int, int, str], None]
+"""progress(control steps done, total control steps, what is going on)."""
+
+_WORKER: dict = {}
+
+
+def available_cores() -> int:
+    """Cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def resolve_jobs(jobs: int, runs: int) -> int:
+    """Worker processes for ``runs`` runs: ``jobs`` (0 = one per available core), at most one per run."""
+    return max(1, min(jobs if jobs > 0 else available_cores(), runs))
+
+
+class StepCounter:
+    """Control steps done per run -> one ``progress`` call, throttled to every ``PROGRESS_EVERY`` steps."""
+
+    def __init__(self, progress: Progress | None, runs: int, steps_per_run: int) -> None:
+        self.progress, self.runs, self.steps_per_run = progress, runs, steps_per_run
+        self.done: dict[int, int] = {}
+        self.finished = 0
+        self.label = ""
+
+    def step(self, run: int, steps: int) -> None:
+        self.done[run] = max(self.done.get(run, 0), steps)
+        self._emit()
+
+    def finish(self, run: int) -> None:
+        self.done[run] = self.steps_per_run  # a run that fell early counts as complete
+        self.finished += 1
+        self._emit()
+
+    def _emit(self) -> None:
+        if self.progress is not None:
+            text = f"{self.finished}/{self.runs} runs done" + (f", {self.label}" if self.label else "")
+            self.progress(sum(self.done.values()), self.runs * self.steps_per_run, text)
+
+
+def _init_worker(onnx_path: str | None, cfg, q) -> None:  # noqa: ANN001 - Sim2SimConfig, mp.Queue
+    from bcg_deploy.sim2sim.runner import prepare
+
+    _WORKER.update(setup=prepare(onnx_path, cfg), cfg=cfg, queue=q)
+
+
+def _work(run: int):  # noqa: ANN202 - RunResult
+    from bcg_deploy.sim2sim.runner import simulate_run
+
+    q = _WORKER["queue"]
+
+    def report(k: int, m, d) -> None:  # noqa: ANN001 - MuJoCo model and data
+        if (k + 1) % PROGRESS_EVERY == 0:
+            q.put((run, k + 1))
+
+    return simulate_run(_WORKER["setup"], _WORKER["cfg"], run, on_control_step=report)
+
+
+def run_all(
+    setup,  # noqa: ANN001 - runner.Sim2SimSetup of this process
+    onnx_path: str | Path | None,
+    cfg,  # noqa: ANN001 - runner.Sim2SimConfig
+    local_hook: Callable | None = None,
+    progress: Progress | None = None,
+    local_label: str = "",
+) -> list:
+    """Every run of ``cfg.runs``, ordered by index. Run 0 runs here when ``local_hook(run, k, m, d)`` is
+    given (video, viewer), the others in ``resolve_jobs(cfg.jobs)`` worker processes (here as well when 1)."""
+    from bcg_deploy.sim2sim.runner import simulate_run
+
+    counter = StepCounter(progress, cfg.runs, setup.reference.num_frames - 1)
+    jobs = resolve_jobs(cfg.jobs, cfg.runs)
+    local = [0] if local_hook is not None else []
+    remote = [r for r in range(cfg.runs) if r not in local]
+    workers = min(len(remote), jobs - len(local)) if jobs > 1 else 0
+    if workers < 1:
+        local, remote = list(range(cfg.runs)), []
+    results: dict[int, object] = {}
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue() if remote else None
+    pool = None
+    futures: dict[Future, int] = {}
+    try:
+        if remote:
+            args = (None if onnx_path is None else str(onnx_path), cfg, q)
+            pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=args)
+            futures = {pool.submit(_work, r): r for r in remote}
+        for r in local:
+            counter.label = local_label if r == 0 and local_hook is not None else ""
+            results[r] = simulate_run(setup, cfg, r, on_control_step=_local_callback(r, local_hook, counter, q))
+            counter.label = ""
+            counter.finish(r)
+        while futures:
+            done, _ = wait(list(futures), timeout=0.2, return_when=FIRST_COMPLETED)
+            _drain(q, counter)
+            for f in done:
+                r = futures.pop(f)
+                results[r] = f.result()
+                counter.finish(r)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        if q is not None:
+            q.close()
+    return [results[r] for r in range(cfg.runs)]
+
+
+def _local_callback(run: int, hook: Callable | None, counter: StepCounter, q) -> Callable:  # noqa: ANN001
+    def cb(k: int, m, d) -> None:  # noqa: ANN001 - MuJoCo model and data
+        if hook is not None:
+            hook(run, k, m, d)
+        if (k + 1) % PROGRESS_EVERY == 0:
+            counter.step(run, k + 1)
+            _drain(q, counter)
+
+    return cb
+
+
+def _drain(q, counter: StepCounter) -> None:  # noqa: ANN001 - mp.Queue or None
+    while q is not None:
+        try:
+            run, steps = q.get_nowait()
+        except queue_mod.Empty:
+            return
+        if run not in counter.done or counter.done[run] < counter.steps_per_run:
+            counter.step(run, steps)
