@@ -8,7 +8,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from bcg_deploy.cli import app, console
+from bcg_deploy.cli import JSON_OPTION, app, console, err_console, json_out
+from bcg_deploy.cli.paths import check_writable, find_checkpoint
 
 
 def _fmt(x: float) -> str:
@@ -32,12 +33,19 @@ def export_cmd(
         False, "--deploy-yaml", help="Require the unitree side files (params/deploy.yaml beside -o's exported/)."
     ),
     parity_samples: int = typer.Option(1000, "--parity-samples", help="Minimum number of parity inputs."),
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    json_path: Path | None = JSON_OPTION,
 ) -> None:
-    """Export a checkpoint to one self-contained ONNX, verified against torch with onnxruntime."""
+    """Export a checkpoint to one self-contained ONNX, verified against torch with onnxruntime.
+
+    A bare file name that is not in this folder is looked up in runs/*/ (where bcgd train writes run.pt).
+    """
     from bcg_deploy.errors import BcgdError
     from bcg_deploy.export import ExportConfig, export_policy
 
+    checkpoint, note = find_checkpoint(checkpoint)
+    if note:
+        err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
+    check_writable(output, "the policy")
     cfg = ExportConfig(
         checkpoint=checkpoint,
         output=output,
@@ -49,7 +57,7 @@ def export_cmd(
         raise BcgdError("--deploy-yaml: only --profile unitree has a deploy.yaml (unitree_rl_mjlab's layout)")
     res = export_policy(cfg)
     p = res.parity
-    if as_json:
+    if json_path is not None:
         out = {
             "path": str(res.path),
             "signature": res.signature,
@@ -60,8 +68,9 @@ def export_cmd(
             "side_files": {k: str(v) for k, v in res.side_files.items()},
             "parity": p,
         }
-        typer.echo(json.dumps(out, indent=2))
-        return
+        json_out(json.dumps(out, indent=2), json_path)
+        if str(json_path) == "-":
+            return
     console.print(
         f"wrote [bold]{res.path}[/] ({res.size_bytes / 1e6:.2f} MB, {res.num_nodes} nodes, {res.signature} inputs, "
         f"{res.obs_dtype} observation, {res.profile} profile, {len(res.metadata)} metadata keys)"
@@ -76,6 +85,7 @@ def export_cmd(
     )
     for path in res.side_files.values():
         console.print(f"wrote {path}")
+    console.print(f"next: bcgd sim2sim {res.path} --noise", highlight=False, soft_wrap=True)
 
 
 @app.command("inspect")
@@ -83,16 +93,19 @@ def inspect_cmd(
     policy: Path = typer.Argument(..., help="An exported policy.onnx."),
     checkpoint: Path | None = typer.Option(None, "--checkpoint", help="Re-run torch parity against this run.pt."),
     samples: int = typer.Option(1000, "--samples", help="Inputs for the parity re-run."),
-    as_json: bool = typer.Option(False, "--json", help="Print everything as JSON (full metadata values)."),
+    json_path: Path | None = JSON_OPTION,
 ) -> None:
     """Inputs, outputs and metadata of a policy, and a re-run of its parity check (exit 1 if it fails)."""
     from bcg_deploy.export import inspect_policy
 
+    if checkpoint is not None:
+        checkpoint, note = find_checkpoint(checkpoint)
+        if note:
+            err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
     rep = inspect_policy(policy, checkpoint=checkpoint, samples=samples)
     rerun = rep["parity_rerun"]
-    if as_json:
-        typer.echo(json.dumps(rep, indent=2))
-    else:
+    json_out(json.dumps(rep, indent=2), json_path)
+    if json_path is None or str(json_path) != "-":
         console.print(
             f"[bold]{rep['path']}[/]  {rep['size_bytes'] / 1e6:.2f} MB  opset {rep['opset']}  "
             f"{rep['num_nodes']} nodes  signature {rep['signature']}"

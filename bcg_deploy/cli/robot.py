@@ -7,12 +7,17 @@ import shutil
 from pathlib import Path
 
 import typer
+from rich import box
 from rich.table import Table
 
-from bcg_deploy.cli import app, console
+from bcg_deploy.cli import JSON_OPTION, app, console, json_out
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.robots import load_robot
 
+INFO_CAPTION = (
+    "joints in MJCF order (= LAFAN1 CSV order, name without _joint); PD gains kp N m/rad, kd N m s/rad; "
+    "effort limit N m, velocity limit rad/s, armature kg m^2, action scale rad"
+)
 robot_app = typer.Typer(help="Inspect and export the packaged robot model.", no_args_is_help=True)
 app.add_typer(robot_app, name="robot")
 
@@ -53,35 +58,35 @@ def robot_info_dict(name: str) -> dict:
 @robot_app.command("info")
 def info(
     name: str = typer.Option("g1", "--robot", help="Packaged robot name."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    json_path: Path | None = JSON_OPTION,
 ) -> None:
-    """Sizes, mass, joint order, gains and limits of the robot model."""
-    try:
-        d = robot_info_dict(name)
-    except ValueError as exc:
-        raise BcgdError(str(exc)) from None
-    if as_json:
-        typer.echo(json.dumps(d, indent=2))
+    """Sizes, mass, joint order, gains and limits of the robot model (fits 80 columns)."""
+    d = robot_info_dict(name)
+    json_out(json.dumps(d, indent=2), json_path)
+    if json_path is not None and str(json_path) == "-":
         return
     console.print(
         f"[bold]{d['name']}[/]  nq {d['nq']}  nv {d['nv']}  nu {d['nu']}  bodies {d['nbody']}  "
         f"mass {d['total_mass']:.3f} kg  model {d['model_hash'][:12]}"
     )
-    t = Table("#", "joint", "default", "range", "kp", "kd", "effort", "vel", "armature", "scale")
-    for i, j in enumerate(d["joints"]):
+    t = Table(box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False, show_edge=False)
+    for col in ("joint", "default", "range rad", "kp", "kd", "N m", "rad/s", "arm.", "scale"):
+        t.add_column(col, no_wrap=True, justify="left" if col == "joint" else "right")
+    for j in d["joints"]:
+        lo, hi = j["range"]
         t.add_row(
-            str(i),
-            j["name"],
+            j["name"].removesuffix("_joint"),
             f"{j['default']:+.3f}",
-            f"[{j['range'][0]:+.3f}, {j['range'][1]:+.3f}]",
-            f"{j['kp']:.2f}",
-            f"{j['kd']:.3f}",
+            f"{lo:+.2f} {hi:+.2f}",
+            f"{j['kp']:.1f}",
+            f"{j['kd']:.2f}",
             f"{j['effort_limit']:.0f}",
             f"{j['velocity_limit']:.0f}",
-            f"{j['armature']:.5f}",
-            f"{j['action_scale']:.4f}",
+            f"{j['armature']:.3f}",
+            f"{j['action_scale']:.3f}",
         )
     console.print(t)
+    console.print(INFO_CAPTION, style="dim")
 
 
 @robot_app.command("export-mjcf")

@@ -6,6 +6,8 @@ Thin: parse options into a ``TrainConfig`` (``--set a.b=v`` for any other field)
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from pathlib import Path
 
@@ -13,15 +15,32 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn
 
 from bcg_deploy.cli import app, console, err_console
+from bcg_deploy.cli.paths import RUNS_DIR, check_writable, find_checkpoint, next_free_dir
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.training.config import TASKS, TrainConfig, apply_overrides, ppo_defaults
 from bcg_deploy.training.distributed import MIN_ENVS_PER_RANK
+
+CHECKPOINT_NAME = "run.pt"
 
 
 def _fmt(v: float | None, spec: str) -> str:
     if v is None or v != v:  # NaN
         return "-"
     return format(v, spec)
+
+
+def library_file(name: str) -> str:
+    """The path of the LAFAN1 file registered as ``name`` (``bcgd motions import``), or a one-line error."""
+    from bcg_deploy.motions.library import read_library, registered_file
+
+    files = read_library()["files"]
+    if name not in files:
+        reg = ", ".join(sorted(files)) if files else "none yet: bcgd motions import DIR"
+        raise BcgdError(
+            f"unknown task {name!r}: expected one of {', '.join(TASKS)}, a registered clip ({reg}), "
+            "or --motion FILE.csv"
+        )
+    return str(registered_file(name))
 
 
 def build_config(
@@ -41,6 +60,9 @@ def build_config(
     resume: Path | None,
     bcg: dict | None = None,
     algo: str = "shac",
+    force: bool = False,
+    lr_schedule: str = "continue",
+    notes: list[str] | None = None,
 ) -> TrainConfig:
     """The run's config: defaults (or the resumed run's config) + the options given + ``--set``.
 
@@ -50,9 +72,10 @@ def build_config(
     change on resume.
     """
     if resume is not None:
-        from bcg_deploy.training.runner import resume_config
+        from bcg_deploy.training.runner import resume_point
 
-        cfg = resume_config(resume)
+        cfg, stored_it = resume_point(resume)
+        stored = (cfg.runner.iterations, cfg.shac.actor_lr, cfg.shac.critic_lr)
         if out is None:
             cfg.runner.out_dir = str(resume.parent)
         stored_motion = None if cfg.motion.csv is None else Path(cfg.motion.csv).resolve()
@@ -77,10 +100,15 @@ def build_config(
             if duration is not None:
                 cfg.motion.duration_s = duration
         elif task is not None:
-            if task not in TASKS:
-                raise BcgdError(f"unknown task {task!r}: expected one of {', '.join(TASKS)} or --motion FILE.csv")
-            cfg.motion.task = task
-        cfg.runner.out_dir = str(out) if out is not None else f"runs/{Path(motion).stem if motion else cfg.motion.task}"
+            if task in TASKS:
+                cfg.motion.task = task
+            else:
+                cfg.motion.csv = library_file(task)
+                cfg.motion.start_s = 0.0 if start is None else start
+                if duration is not None:
+                    cfg.motion.duration_s = duration
+        default_dir = RUNS_DIR / (Path(motion).stem if motion else (task or cfg.motion.task))
+        cfg.runner.out_dir = str(out) if out is not None else str(next_free_dir(default_dir))
     if out is not None:
         cfg.runner.out_dir = str(out)
     for value, setter in (
@@ -98,7 +126,69 @@ def build_config(
         if value is not None:
             setattr(cfg.bcg, name, value)
     apply_overrides(cfg, overrides)
-    return cfg.validate()
+    cfg.validate()
+    if resume is not None:
+        if stored_it >= cfg.runner.iterations:
+            raise BcgdError(
+                f"--resume {resume}: the run is at iteration {stored_it}, so --iterations {cfg.runner.iterations} "
+                f"leaves nothing to train; give --iterations above {stored_it} to continue it"
+            )
+        note = extend_schedule(cfg, stored_it, *stored, lr_schedule) if cfg.algo == "shac" else None
+        if note is not None and notes is not None:
+            notes.append(note)
+    else:
+        run_pt = Path(cfg.runner.out_dir) / CHECKPOINT_NAME
+        if run_pt.exists() and not force:
+            raise BcgdError(
+                f"--out {cfg.runner.out_dir}: it holds a run ({run_pt}); continue it with --resume {run_pt}, "
+                "pick another --out, or overwrite it with --force"
+            )
+    return cfg
+
+
+def extend_schedule(
+    cfg: TrainConfig, at: int, stored_total: int, actor_lr: float, critic_lr: float, mode: str = "continue"
+) -> str | None:
+    """Lay the linear learning-rate decay over a resumed run's new total ``cfg.runner.iterations``.
+
+    SHAC's rate at iteration i of a total T is ``lr0 + (lr_min - lr0) * i / T``. A resume to a larger T
+    with the stored ``lr0`` would put the rate back up at iteration ``at`` (a restart at a high rate).
+    ``continue`` (default) instead sets the start rates ``lr0`` (recorded in the config's
+    ``shac.actor_lr``/``critic_lr``) so that the line passes through the stored run's current rate at
+    ``at`` and still ends at ``lr_min`` at the new total: the decay goes on from where it was.
+    ``stretch`` keeps ``lr0``: the whole decay is re-laid over the new total. Returns a one-line
+    description for the user (None when the total is unchanged).
+    """
+    total, lmin = cfg.runner.iterations, cfg.shac.lr_min
+    if total == stored_total:
+        return None
+
+    def rate(lr0: float, t: int) -> float:
+        return lr0 + (lmin - lr0) * min(at / t, 1.0)
+
+    now = rate(actor_lr, stored_total)
+    if mode == "stretch":
+        return (
+            f"learning rate: the decay is re-laid over {total} iterations: at iteration {at} the actor rate goes "
+            f"from {now:.3g} to {rate(cfg.shac.actor_lr, total):.3g}, then decays to {lmin:g}"
+        )
+    if mode != "continue":
+        raise BcgdError(f"--lr-schedule {mode}: expected continue or stretch")
+    for name, lr0 in (("actor_lr", actor_lr), ("critic_lr", critic_lr)):
+        cur = rate(lr0, stored_total)
+        setattr(cfg.shac, name, (cur * total - lmin * at) / (total - at))
+    return (
+        f"learning rate: the decay continues from the current actor rate {now:.3g} at iteration {at} to "
+        f"{lmin:g} at {total} (shac.actor_lr = {cfg.shac.actor_lr:.4g}, critic_lr = {cfg.shac.critic_lr:.4g} "
+        "in config.yaml give this line; --lr-schedule stretch re-lays the original decay instead)"
+    )
+
+
+LR_SCHEDULE_HELP = (
+    "On --resume to more iterations than the run was planned for: continue = the linear decay goes on from "
+    "the run's current rate down to shac.lr_min at the new total (the start rates in config.yaml are set to "
+    "give that line); stretch = the original decay re-laid over the new total (the rate jumps back up)."
+)
 
 
 def _horizon_field(cfg: TrainConfig) -> str:
@@ -107,30 +197,52 @@ def _horizon_field(cfg: TrainConfig) -> str:
 
 @app.command("train")
 def train_cmd(
-    task: str | None = typer.Argument(None, help="run | jump | fight | dance (default dance)."),
-    motion: Path | None = typer.Option(None, "--motion", help="Train on a LAFAN1-format G1 CSV instead of a task."),
-    start: float | None = typer.Option(None, "--start", help="Window start in the CSV (s)."),
-    duration: float | None = typer.Option(None, "--duration", help="Window length in the CSV (s, default 15)."),
-    envs: int | None = typer.Option(None, "--envs", help="Parallel environments (default 64)."),
-    iterations: int | None = typer.Option(
-        None, "--iterations", help="SHAC iterations (default 300, ~22 min on a 2-core CPU; paper 3000)."
+    task: str | None = typer.Argument(
+        None, help="run | jump | fight | dance, or a clip registered with `bcgd motions import`.", show_default="dance"
     ),
-    horizon: int | None = typer.Option(None, "--horizon", help="Differentiable window, control steps (default 32)."),
-    device: str | None = typer.Option(None, "--device", help="cpu | cuda (default cpu)."),
-    kappa: float | None = typer.Option(None, "--kappa", help="Contact stiffness 1/m (default 300)."),
-    seed: int | None = typer.Option(None, "--seed", help="Random seed (default 0)."),
-    out: Path | None = typer.Option(None, "--out", help="Run directory (default runs/TASK)."),
-    save_every: int | None = typer.Option(None, "--save-every", help="Write run.pt every K iterations (default 50)."),
+    motion: Path | None = typer.Option(None, "--motion", help="Train on a LAFAN1-format G1 CSV instead of a task."),
+    start: float | None = typer.Option(None, "--start", help="Window start in the CSV (s).", show_default="0"),
+    duration: float | None = typer.Option(None, "--duration", help="Window length in the CSV (s).", show_default="15"),
+    envs: int | None = typer.Option(None, "--envs", help="Parallel environments.", show_default="64"),
+    iterations: int | None = typer.Option(
+        None, "--iterations", help="SHAC iterations (~22 min for 300 on a 2-core CPU; paper 3000).", show_default="300"
+    ),
+    horizon: int | None = typer.Option(
+        None, "--horizon", help="Differentiable window, control steps.", show_default="32"
+    ),
+    device: str | None = typer.Option(None, "--device", help="cpu | cuda.", show_default="cpu"),
+    kappa: float | None = typer.Option(None, "--kappa", help="Contact stiffness 1/m.", show_default="300"),
+    seed: int | None = typer.Option(None, "--seed", help="Random seed.", show_default="0"),
+    out: Path | None = typer.Option(
+        None, "--out", help="Run folder (default runs/TASK, or runs/TASK-2, -3, ... when that holds a run)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Overwrite the run in --out DIR instead of refusing."),
+    save_every: int | None = typer.Option(
+        None, "--save-every", help="Write run.pt every K iterations.", show_default="50"
+    ),
     resume: Path | None = typer.Option(None, "--resume", help="Continue a run from its run.pt."),
+    lr_schedule: str = typer.Option("continue", "--lr-schedule", help=LR_SCHEDULE_HELP),
+    log_every: int = typer.Option(
+        10, "--log-every", help="When the output is not a terminal: one progress line every K iterations."
+    ),
     overrides: list[str] = typer.Option([], "--set", help="Override any config field: --set shac.actor_lr=1e-3."),
     bundle: bool | None = typer.Option(
-        None, "--bundle/--no-bundle", help="Bundled Contact Gradients on (SHAC + BCG) or off (plain SHAC)."
+        None,
+        "--bundle/--no-bundle",
+        help="Bundled Contact Gradients on (SHAC + BCG) or off (plain SHAC).",
+        show_default="--no-bundle",
     ),
-    branches: int | None = typer.Option(None, "--branches", help="BCG branches B per bundle (default 10)."),
-    bundle_steps: int | None = typer.Option(None, "--bundle-steps", help="BCG bundle length H, control steps (2)."),
-    sigma_p: float | None = typer.Option(None, "--sigma-p", help="BCG foot position perturbation std, m (0.01)."),
-    sigma_v: float | None = typer.Option(None, "--sigma-v", help="BCG foot velocity perturbation std, m/s (0.02)."),
-    tau: float | None = typer.Option(None, "--tau", help="BCG trigger: per-foot normal force above tau, N (400)."),
+    branches: int | None = typer.Option(None, "--branches", help="BCG branches B per bundle.", show_default="10"),
+    bundle_steps: int | None = typer.Option(
+        None, "--bundle-steps", help="BCG bundle length H, control steps.", show_default="2"
+    ),
+    sigma_p: float | None = typer.Option(
+        None, "--sigma-p", help="BCG foot position perturbation std, m.", show_default="0.01"
+    ),
+    sigma_v: float | None = typer.Option(
+        None, "--sigma-v", help="BCG foot velocity perturbation std, m/s.", show_default="0.02"
+    ),
+    tau: float | None = typer.Option(None, "--tau", help="BCG trigger: per-foot normal force, N.", show_default="400"),
     obs: str | None = typer.Option(
         None, "--obs", help="Actor observation profile: paper (default), beyondmimic, beyondmimic_wose, unitree."
     ),
@@ -156,26 +268,52 @@ def train_cmd(
     ),
 ) -> None:
     """Train a motion-imitation policy (SHAC + ADD) and write run.pt, metrics.jsonl, TensorBoard logs."""
-    from bcg_deploy.training.runner import train
-
     if motion is None and task is None and resume is None:
         task = "dance"
     if motion is not None and task is not None:
         raise BcgdError("give either TASK or --motion FILE.csv, not both")
+    if log_every < 1:
+        raise BcgdError(f"--log-every {log_every}: expected a number of iterations >= 1")
+    if resume is not None:
+        resume, found = find_checkpoint(resume)
+        if found:
+            err_console.print(f"note: {found}", highlight=False)
     bcg = {"enabled": bundle, "num_branches": branches, "horizon": bundle_steps, "sigma_p": sigma_p,
            "sigma_v": sigma_v, "tau": tau}  # fmt: skip
     if obs is not None:
         overrides = [*overrides, f"env.obs_profile={obs}"]
+    notes: list[str] = []
     cfg = build_config(task, motion, start, duration, envs, iterations, horizon, device, kappa, seed, out,
-                       save_every, overrides, resume, bcg, algo)  # fmt: skip
+                       save_every, overrides, resume, bcg, algo, force, lr_schedule, notes)  # fmt: skip
     if deterministic:
         cfg.runner.deterministic = True
+    from bcg_deploy.training.runner import train
+
+    run_dir = check_writable(Path(cfg.runner.out_dir), "the run folder", is_dir=True)
+    if out is None and "WORLD_SIZE" not in os.environ:  # ranks started from this argv train in the same folder
+        sys.argv = [*sys.argv, "--out", cfg.runner.out_dir]
     world = _distributed_world(cfg, nproc, nnodes, node_rank, rdzv_endpoint)
     if world is None:  # this process only launched the ranks, which have finished
         return
+    _quiet_warp(cfg.runner.device, say=world.is_main)
     if not world.is_main:  # a rank other than 0 trains silently; rank 0 reports
         _run_rank(lambda: train(cfg, resume=resume, world=world), world)
         return
+    _header(cfg, resume, notes, world)
+    if force and resume is None:
+        stale = sorted(str(p) for p in run_dir.glob("*.onnx"))
+        if stale:
+            err_console.print(f"note: {', '.join(stale)} came from the run being overwritten", highlight=False)
+    t0 = time.perf_counter()
+    try:
+        result = _run(cfg, resume, log_every, world)
+    except KeyboardInterrupt:
+        err_console.print("interrupted before the first iteration finished: nothing was saved", highlight=False)
+        raise typer.Exit(130) from None
+    _summary(result, cfg, time.perf_counter() - t0)
+
+
+def _header(cfg: TrainConfig, resume: Path | None, notes: list[str], world) -> None:  # noqa: ANN001 - World
     src = cfg.motion.csv or cfg.motion.task
     b = cfg.bcg
     bcg_note = f"BCG B {b.num_branches} H {b.horizon} tau {b.tau:g} N" if b.enabled else "plain SHAC (no BCG)"
@@ -188,8 +326,72 @@ def train_cmd(
         f"seed {cfg.runner.seed}  {bcg_note}"
         + (f"  ranks {world.size} x {world.local_envs} envs" if world.distributed else "")
         + f"  -> {cfg.runner.out_dir}"
-        + (f"  (resume {resume})" if resume else "")
+        + (f"  (resume {resume})" if resume else ""),
+        soft_wrap=True,
     )
+    for note in notes:
+        console.print(f"note: {note}", highlight=False, soft_wrap=True)
+
+
+def _quiet_warp(device: str, say: bool = True) -> None:
+    """Initialise Warp before any progress output: its banner off, its CUDA-driver warning (written by the
+    native library to the process's stderr) captured and shown as one note only when a GPU was asked for."""
+    import tempfile
+
+    import warp as wp
+
+    wp.config.log_level = wp.LOG_WARNING
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as cap:
+        os.dup2(cap.fileno(), 2)
+        try:
+            wp.init()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        cap.seek(0)
+        text = cap.read().decode(errors="replace").strip()
+    if say and text and (not device.startswith("cpu") or "CUDA" not in text):
+        err_console.print(f"note: warp: {' '.join(text.split())}", highlight=False)
+
+
+def _progress_line(m: dict, total: int, first: dict) -> str:
+    it = m["iteration"]
+    first.setdefault("t", time.perf_counter() - m.get("time_s", 0.0))
+    first.setdefault("it", it - 1)
+    done = it - first["it"]
+    avg = (time.perf_counter() - first["t"]) / max(done, 1)
+    eta = avg * (total - it)
+    line = (
+        f"{m.get('iterations_per_s', 0.0):.2f} it/s  ETA {int(eta // 3600)}:{int(eta % 3600 // 60):02d}:{int(eta % 60):02d}  "
+        f"reward {_fmt(m.get('reward'), '.3f')}  track {_fmt(m.get('tracking_error_cm'), '.1f')} cm  "
+        f"ep-len {_fmt(m.get('episode_length'), '.0f')}"
+    )
+    if "bcg_starts" in m:
+        line += f"  bundles {m['bcg_starts']} (+{100 * m.get('bcg_row_overhead', 0.0):.0f}% sim rows)"
+    return line
+
+
+def _run(cfg: TrainConfig, resume: Path | None, log_every: int, world):  # noqa: ANN001 - distributed.World
+    """Train (rank 0 of ``world``) with a rich bar on a terminal, else one plain line every ``log_every``
+    iterations."""
+    from bcg_deploy.training.runner import train
+
+    total = cfg.runner.iterations
+    first: dict = {}
+
+    def on_event(e: dict) -> None:
+        err_console.print(f"[yellow]iteration {e['iteration']}: {e['event']}[/] {e['message']}", highlight=False)
+
+    if not console.is_terminal:
+
+        def on_line(m: dict) -> None:
+            line = _progress_line(m, total, first)
+            if m["iteration"] % log_every == 0 or m["iteration"] in (total, first["it"] + 1):
+                console.print(f"iteration {m['iteration']}/{total}  {line}", highlight=False, soft_wrap=True)
+
+        return _run_rank(lambda: train(cfg, resume=resume, on_iteration=on_line, on_event=on_event, world=world), world)
     progress = Progress(
         TextColumn("[bold]{task.completed}/{task.total}"),
         BarColumn(bar_width=20),
@@ -197,48 +399,42 @@ def train_cmd(
         console=console,
         transient=False,
     )
-    t0 = time.perf_counter()
     with progress:
-        bar = progress.add_task("train", total=cfg.runner.iterations, line="compiling kernels + first window ...")
-        first: dict = {}
+        bar = progress.add_task("train", total=total, line="compiling kernels + first window ...")
 
-        def on_iteration(m: dict) -> None:
-            it = m["iteration"]
-            first.setdefault("t", time.perf_counter() - m["time_s"])
-            first.setdefault("it", it - 1)
-            done = it - first["it"]
-            avg = (time.perf_counter() - first["t"]) / max(done, 1)
-            eta = avg * (cfg.runner.iterations - it)
-            line = (
-                f"{m['iterations_per_s']:.2f} it/s  {m['env_steps_per_s']:.0f} env-steps/s  "
-                f"ETA {int(eta // 3600)}:{int(eta % 3600 // 60):02d}:{int(eta % 60):02d}  "
-                f"reward {_fmt(m.get('reward'), '.3f')}  track {_fmt(m.get('tracking_error_cm'), '.1f')} cm  "
-                f"ep-len {_fmt(m.get('episode_length'), '.0f')}  |grad| {_fmt(m.get('actor_grad_norm'), '.2f')}"
-            )
-            if "bcg_starts" in m:
-                line += f"  bundles {m['bcg_starts']} (+{100 * m.get('bcg_row_overhead', 0.0):.0f}% sim rows)"
-            progress.update(bar, completed=it, line=line)
+        def on_bar(m: dict) -> None:
+            progress.update(bar, completed=m["iteration"], line=_progress_line(m, total, first))
 
-        def on_event(e: dict) -> None:
-            err_console.print(f"[yellow]iteration {e['iteration']}: {e['event']}[/] {e['message']}", highlight=False)
+        return _run_rank(lambda: train(cfg, resume=resume, on_iteration=on_bar, on_event=on_event, world=world), world)
 
-        result = _run_rank(
-            lambda: train(cfg, resume=resume, on_iteration=on_iteration, on_event=on_event, world=world), world
-        )
+
+def _summary(result, cfg: TrainConfig, wall: float) -> None:  # noqa: ANN001 - runner.TrainResult
     m = result.metrics
-    wall = time.perf_counter() - t0
+    kinds = {e["event"] for e in result.events}
+    stopped = "interrupted" in kinds
     console.print(
-        f"done: iteration {result.iteration} in {wall:.0f} s; reward {_fmt(m.get('reward'), '.3f')}, "
-        f"tracking error {_fmt(m.get('tracking_error_cm'), '.1f')} cm, episode length "
-        f"{_fmt(m.get('episode_length'), '.0f')} steps"
+        f"{'interrupted' if stopped else 'done'}: iteration {result.iteration}/{cfg.runner.iterations} in "
+        f"{wall:.0f} s; reward {_fmt(m.get('reward'), '.3f')}, tracking error "
+        f"{_fmt(m.get('tracking_error_cm'), '.1f')} cm, episode length {_fmt(m.get('episode_length'), '.0f')} steps",
+        soft_wrap=True,
     )
-    if result.checkpoint is None:
-        raise BcgdError(f"no checkpoint written in {result.run_dir} (see events.jsonl)")
     d = result.run_dir
-    console.print(
-        f"checkpoint {result.checkpoint}  metrics {d / 'metrics.jsonl'}  curve {d / 'learning_curve.png'}  "
-        f"tensorboard --logdir {d / 'tb'}"
-    )
+    if result.checkpoint is None or not Path(result.checkpoint).exists():
+        raise BcgdError(f"no checkpoint written in {d} (see {d / 'events.jsonl'})")
+    ck = Path(result.checkpoint)
+    if "checkpoint_refused" in kinds:
+        console.print(f"[yellow]the model at iteration {result.iteration} was not saved (non-finite): {ck} holds "
+                      "an earlier iteration[/]", soft_wrap=True)  # fmt: skip
+    files = [("checkpoint", ck), ("metrics", d / "metrics.jsonl"), ("curve", d / "learning_curve.png")]
+    shown = [f"{name} {path}" for name, path in files if path.exists()]
+    if (d / "tb").is_dir():
+        shown.append(f"tensorboard --logdir {d / 'tb'}")
+    console.print("  ".join(shown), highlight=False, soft_wrap=True)
+    if stopped:
+        console.print(f"continue with: bcgd train --resume {ck}", highlight=False, soft_wrap=True)
+        raise typer.Exit(130)
+    else:
+        console.print(f"next: bcgd export {ck}   (then: bcgd sim2sim policy.onnx)", highlight=False, soft_wrap=True)
 
 
 def _distributed_world(cfg, nproc: int | None, nnodes: int, node_rank: int, rdzv: str | None):  # noqa: ANN001, ANN202

@@ -465,12 +465,17 @@ def load_resume_checkpoint(path: Path, robot) -> dict:  # noqa: ANN001
 
 def resume_config(path: Path) -> TrainConfig:
     """The config stored in a run.pt (for ``--resume``; the CLI applies explicit options on top)."""
+    return resume_point(path)[0]
+
+
+def resume_point(path: Path) -> tuple[TrainConfig, int]:
+    """The stored config and the iteration a run.pt was saved at."""
     ck = load_resume_checkpoint(Path(path), None)
     d = dict(ck["config"])
     d["sim"] = {k: v for k, v in d["sim"].items() if k != "control_dt"}
     cfg = from_dict(d)
     cfg.runner.stop_at = 0  # a stop point belongs to the invocation that stopped, not to the run
-    return cfg
+    return cfg, int(ck["iteration"])
 
 
 def train(

@@ -67,9 +67,9 @@ def test_bad_inputs_one_line_nonzero(bad_files, ckpt_dir):
         "other model": (["export", str(d / "other_model.pt"), "-o", out], "is for robot 'g1' (model ffffffffffff)"),
         "other robot": (["export", str(d / "other_robot.pt"), "-o", out], "is for robot 'h1'"),
         "missing key": (["export", str(d / "no_actor.pt"), "-o", out], "lacks required key 'actor'"),
-        "code pickle": (["export", str(d / "evil.pt"), "-o", out], "weights_only"),
-        "no such folder": (["export", good, "-o", str(d / "no_dir" / "p.onnx")], "does not exist"),
-        "output is a folder": (["export", good, "-o", str(d / "a_folder.onnx")], "is a directory"),
+        "code pickle": (["export", str(d / "evil.pt"), "-o", out], "not a bcg-deploy checkpoint"),
+        "folder is a file": (["export", good, "-o", str(d / "truncated.pt" / "p.onnx")], "is a file, not a folder"),
+        "output is a folder": (["export", good, "-o", str(d / "a_folder.onnx")], "is a folder"),
         "bad signature": (["export", good, "-o", out, "--inputs", "pixels"], "expected raw or obs"),
         "inspect missing": (["inspect", str(d / "nope.onnx")], "not found"),
         "inspect not onnx": (["inspect", good], "not an ONNX model"),
@@ -100,7 +100,7 @@ def runner():
 
 
 def test_inspect(runner, raw_export, ckpt_dir):
-    res = runner.invoke(app, ["inspect", str(raw_export.path), "--json"])
+    res = runner.invoke(app, ["inspect", str(raw_export.path), "--json", "-"])
     assert res.exit_code == 0, res.output
     rep = json.loads(res.output)
     assert rep["signature"] == "raw" and rep["opset"] == 17
@@ -109,7 +109,7 @@ def test_inspect(runner, raw_export, ckpt_dir):
     assert rep["stored_parity"]["max_abs_err"] == raw_export.parity["max_abs_err"]
     rerun = rep["parity_rerun"]
     assert rerun["mode"] == "self_consistency" and rerun["passed"] and rerun["batch_vs_single_max_abs_err"] <= 1e-5
-    res = runner.invoke(app, ["inspect", str(raw_export.path), "--checkpoint", str(ckpt_dir / "run.pt"), "--json"])
+    res = runner.invoke(app, ["inspect", str(raw_export.path), "--checkpoint", str(ckpt_dir / "run.pt"), "--json", "-"])
     assert res.exit_code == 0, res.output
     rerun = json.loads(res.output)["parity_rerun"]
     assert rerun["mode"] == "checkpoint" and rerun["passed"] and rerun["max_abs_err"] <= 1e-5
@@ -123,7 +123,7 @@ def test_inspect(runner, raw_export, ckpt_dir):
 
 def test_export_cli(runner, ckpt_dir, tmp_path):
     out = tmp_path / "p.onnx"
-    res = runner.invoke(app, ["export", str(ckpt_dir / "run.pt"), "-o", str(out), "--inputs", "obs", "--json"])
+    res = runner.invoke(app, ["export", str(ckpt_dir / "run.pt"), "-o", str(out), "--inputs", "obs", "--json", "-"])
     assert res.exit_code == 0, res.output
     rep = json.loads(res.output)
     assert rep["signature"] == "obs" and rep["parity"]["max_abs_err"] <= 1e-5 and out.is_file()

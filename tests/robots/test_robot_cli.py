@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
 
 import mujoco
 
-
-def _bcgd(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bcgd", *args], capture_output=True, text=True, timeout=120)
+from tests.cli.util import bcgd as _bcgd
 
 
 def test_robot_info_json():
-    out = _bcgd("robot", "info", "--json")
+    out = _bcgd("robot", "info", "--json", "-")
     assert out.returncode == 0, out.stderr
     info = json.loads(out.stdout)
     assert (info["nq"], info["nv"], info["nu"], info["nbody"]) == (36, 35, 29, 30)
@@ -32,3 +29,11 @@ def test_unknown_robot_is_one_line_error():
     assert out.returncode == 2
     assert out.stderr.strip().count("\n") == 0 and "unknown robot" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_robot_info_fits_80_columns():
+    out = _bcgd("robot", "info", env={"COLUMNS": "80"})
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert max(len(ln) for ln in lines) <= 80 and "\u2026" not in out.stdout  # nothing cut off with an ellipsis
+    assert any(ln.startswith("left_shoulder_pitch ") for ln in lines) and any("right_wrist_yaw" in ln for ln in lines)

@@ -1,0 +1,81 @@
+"""Where the commands find their inputs and may write their outputs (checked before any work starts).
+
+``find_checkpoint("run.pt")`` finds the file a new user means: ``bcgd train dance`` writes
+``runs/dance/run.pt``, and ``bcgd export run.pt`` typed in the same folder should find it.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from bcg_deploy.errors import BcgdError
+
+RUNS_DIR = Path("runs")
+
+
+def run_checkpoints(root: Path = RUNS_DIR, name: str = "run.pt") -> list[Path]:
+    """``root/*/name`` files, newest first (modification time)."""
+    if not root.is_dir():
+        return []
+    found = [p for p in root.glob(f"*/{name}") if p.is_file()]
+    return sorted(found, key=lambda p: (p.stat().st_mtime, str(p)), reverse=True)
+
+
+def find_checkpoint(path: Path) -> tuple[Path, str | None]:
+    """``path`` itself when it exists; else, for a bare file name, the newest ``runs/*/NAME``.
+
+    Returns (path, note): the note says which file was picked and why (None when ``path`` exists).
+    Raises a one-line BcgdError naming where run checkpoints are when none is found.
+    """
+    path = Path(path)
+    if path.exists() or path.parent != Path("."):
+        return path, None
+    found = run_checkpoints(RUNS_DIR, path.name)
+    if not found:
+        raise BcgdError(
+            f"checkpoint {path} not found here or in {RUNS_DIR}/*/{path.name}; "
+            f"`bcgd train TASK` writes {RUNS_DIR}/TASK/run.pt, pass that path"
+        )
+    note = f"{path} is not in this folder: using {found[0]}"
+    if len(found) > 1:
+        others = ", ".join(str(p) for p in found[1:4]) + (", ..." if len(found) > 4 else "")
+        note += f" (the newest of {len(found)}; also {others})"
+    return found[0], note
+
+
+def check_writable(path: Path, what: str, is_dir: bool = False) -> Path:
+    """Create ``path``'s folder (or ``path`` itself when ``is_dir``) and prove a file can be written there.
+
+    A one-line BcgdError ``cannot write <what> <path>: <reason>`` otherwise. Called before a long
+    simulation or training, so that a bad output path costs nothing.
+    """
+    path = Path(path)
+    folder = path if is_dir else path.parent
+    if not is_dir and path.is_dir():
+        raise BcgdError(f"cannot write {what} {path}: it is a folder (expected a file name)")
+    for parent in (folder, *folder.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                raise BcgdError(f"cannot write {what} {path}: {parent} is a file, not a folder")
+            break
+    probe = folder / f".bcgd-write-test.{os.getpid()}.{secrets.token_hex(4)}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(probe, "xb"):
+            pass
+        probe.unlink()
+    except OSError as exc:
+        raise BcgdError(f"cannot write {what} {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def next_free_dir(base: Path, taken: str = "run.pt") -> Path:
+    """``base`` when it holds no ``taken`` file, else the first of ``base-2``, ``base-3``, ... that holds none."""
+    if not (base / taken).exists():
+        return base
+    n = 2
+    while (base.with_name(f"{base.name}-{n}") / taken).exists():
+        n += 1
+    return base.with_name(f"{base.name}-{n}")
