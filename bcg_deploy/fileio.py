@@ -35,3 +35,29 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
 def atomic_write_json(path: str | Path, obj) -> Path:
     """``obj`` as indented JSON, written atomically."""
     return atomic_write_bytes(path, (json.dumps(obj, indent=2) + "\n").encode())
+
+
+def check_writable(path: Path, what: str, is_dir: bool = False) -> Path:
+    """Create ``path``'s folder (or ``path`` itself when ``is_dir``) and prove a file can be written there.
+
+    A one-line BcgdError ``cannot write <what> <path>: <reason>`` otherwise. Called before a long
+    simulation or training, so that a bad output path costs nothing.
+    """
+    path = Path(path)
+    folder = path if is_dir else path.parent
+    if not is_dir and path.is_dir():
+        raise BcgdError(f"cannot write {what} {path}: it is a folder (expected a file name)")
+    for parent in (folder, *folder.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                raise BcgdError(f"cannot write {what} {path}: {parent} is a file, not a folder")
+            break
+    probe = folder / f".bcgd-write-test.{os.getpid()}.{secrets.token_hex(4)}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(probe, "xb"):
+            pass
+        probe.unlink()
+    except OSError as exc:
+        raise BcgdError(f"cannot write {what} {path}: {exc.strerror or exc}") from None
+    return path

@@ -6,11 +6,10 @@
 
 from __future__ import annotations
 
-import os
-import secrets
 from pathlib import Path
 
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.fileio import check_writable as check_writable
 
 RUNS_DIR = Path("runs")
 
@@ -43,32 +42,6 @@ def find_checkpoint(path: Path) -> tuple[Path, str | None]:
         others = ", ".join(str(p) for p in found[1:4]) + (", ..." if len(found) > 4 else "")
         note += f" (the newest of {len(found)}; also {others})"
     return found[0], note
-
-
-def check_writable(path: Path, what: str, is_dir: bool = False) -> Path:
-    """Create ``path``'s folder (or ``path`` itself when ``is_dir``) and prove a file can be written there.
-
-    A one-line BcgdError ``cannot write <what> <path>: <reason>`` otherwise. Called before a long
-    simulation or training, so that a bad output path costs nothing.
-    """
-    path = Path(path)
-    folder = path if is_dir else path.parent
-    if not is_dir and path.is_dir():
-        raise BcgdError(f"cannot write {what} {path}: it is a folder (expected a file name)")
-    for parent in (folder, *folder.parents):
-        if parent.exists():
-            if not parent.is_dir():
-                raise BcgdError(f"cannot write {what} {path}: {parent} is a file, not a folder")
-            break
-    probe = folder / f".bcgd-write-test.{os.getpid()}.{secrets.token_hex(4)}"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with open(probe, "xb"):
-            pass
-        probe.unlink()
-    except OSError as exc:
-        raise BcgdError(f"cannot write {what} {path}: {exc.strerror or exc}") from None
-    return path
 
 
 def next_free_dir(base: Path, taken: str = "run.pt") -> Path:

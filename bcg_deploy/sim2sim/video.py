@@ -132,7 +132,7 @@ class VideoRecorder:
                 '--video needs imageio and imageio-ffmpeg: pip install "bcg-deploy[video]" '
                 "(or pip install imageio imageio-ffmpeg)"
             ) from None
-        from bcg_deploy.cli.paths import check_writable
+        from bcg_deploy.fileio import check_writable
 
         check_writable(self.path, "--video")
         self.fps, self.width, self.height, self.run_index = fps, width, height, run_index
