@@ -364,7 +364,8 @@ def _progress_line(m: dict, total: int, first: dict) -> str:
     avg = (time.perf_counter() - first["t"]) / max(done, 1)
     eta = avg * (total - it)
     line = (
-        f"{m.get('iterations_per_s', 0.0):.2f} it/s  ETA {int(eta // 3600)}:{int(eta % 3600 // 60):02d}:{int(eta % 60):02d}  "
+        f"{m.get('iterations_per_s', 0.0):.2f} it/s  "
+        f"ETA {int(eta // 3600)}:{int(eta % 3600 // 60):02d}:{int(eta % 60):02d}  "
         f"reward {_fmt(m.get('reward'), '.3f')}  track {_fmt(m.get('tracking_error_cm'), '.1f')} cm  "
         f"ep-len {_fmt(m.get('episode_length'), '.0f')}"
     )
