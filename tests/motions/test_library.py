@@ -87,3 +87,45 @@ def test_corrupt_library_index_is_a_clear_error(bcgd_home):
         list_motions()
     (bcgd_home / "library.json").unlink()
     assert np.all([r["kind"] == "builtin" for r in list_motions()["motions"]])
+
+
+def test_library_clips_by_name_list_remove_and_a_moved_folder(tmp_path, robot, bcgd_home):
+    """A clip imported with `motions import` is listed with its state, usable by name (train's config,
+    sim2sim's replay), removable; a moved folder is reported as missing with commands that exist."""
+    from bcg_deploy.cli.train import build_config
+    from bcg_deploy.motions.library import registered_file, remove_motions
+    from bcg_deploy.sim2sim import Sim2SimConfig, run_sim2sim
+    from tests.cli.util import bcgd
+
+    folder = tmp_path / "lafan"
+    walk = write_csv(folder / "walk1_subject1.csv", synthetic_rows(robot, 3.0, seed=2))
+    write_csv(folder / "run1_subject2.csv", synthetic_rows(robot, 16.0, seed=1))
+    import_lafan1_dir(folder, robot)
+    files = {f["name"]: f for f in list_motions()["files"]}
+    assert set(files) == {"run1_subject2", "walk1_subject1"} and files["run1_subject2"]["tasks"] == ["run"]
+    assert {f["status"] for f in files.values()} == {"ok"}
+    env = {"BCGD_HOME": str(bcgd_home)}
+    out = bcgd("motions", "list", env=env)
+    assert out.returncode == 0 and "walk1_subject1" in out.stdout and "registered LAFAN1 files (2)" in out.stdout
+
+    cfg = build_config("walk1_subject1", None, 0.5, 2.0, None, None, None, None, None, None, tmp_path / "r", None,
+                       [], None)  # fmt: skip
+    assert cfg.motion.csv == str(walk.resolve()) and (cfg.motion.start_s, cfg.motion.duration_s) == (0.5, 2.0)
+    rep = run_sim2sim(None, Sim2SimConfig(runs=1, replay=True, motion="walk1_subject1", motion_duration_s=1.0))
+    assert rep.settings["reference"]["source"] == "motion walk1_subject1" and rep.runs[0].steps == 50
+
+    walk.rename(tmp_path / "moved.csv")
+    assert {f["name"]: f["status"] for f in list_motions()["files"]}["walk1_subject1"] == "missing"
+    with pytest.raises(BcgdError, match="is missing .*bcgd motions remove walk1_subject1") as exc:
+        registered_file("walk1_subject1")
+    assert "--builtin" not in str(exc.value)
+    out = bcgd("motions", "list", env=env)
+    assert out.returncode == 0 and "missing:" in out.stdout
+    assert remove_motions(["walk1_subject1"]) == ["walk1_subject1"]
+    assert [f["name"] for f in list_motions()["files"]] == ["run1_subject2"]
+    gone = bcgd("motions", "remove", "walk1_subject1", env=env)
+    assert gone.returncode == 2 and "unknown motion 'walk1_subject1'" in gone.stderr and "Traceback" not in gone.stderr
+    (folder / "run1_subject2.csv").rename(tmp_path / "run_moved.csv")
+    with pytest.raises(BcgdError, match="is missing") as exc:
+        load_task_motion("run", robot=robot)
+    assert "--builtin" not in str(exc.value)
