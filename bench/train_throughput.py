@@ -1,193 +1,253 @@
-"""SHAC training throughput at the paper's config (64 envs, horizon 32) on CPU (and CUDA when present).
+"""SHAC training throughput at the paper's config (64 envs, horizon 32): before, one process now, N ranks now.
 
-Measures iterations/s and env-steps/s of full training iterations (rollout, actor backward + step,
-critic updates, normalisers, discriminator), and the share of wall time in: simulator forward,
-simulator backward, the rest of the rollout forward (observation module / FK, ADD features and
-reward, actor, target critics), the rest of the backward, the critic updates and the discriminator
-update. Simulator time is taken inside the real ``Simulator.step`` (forward) and between the
-gradient arriving at a step's outputs and leaving its inputs (backward). Writes JSON to
-``bench/results/train_throughput_<device>.json`` and prints ``name.metric: value`` lines.
+Measures, in one run and one after the other (each case in its own processes, so that none shares a core
+with another case):
+- ``before``: the code of a reference commit (default ddbc724, the trainer before the data-parallel and
+  single-process speed work), from a git worktree put on ``PYTHONPATH`` (``--before-tree``);
+- ``now_1proc``: this tree, one process;
+- ``now_<N>ranks``: this tree, N data-parallel ranks over gloo (``bcgd train``'s default on a 2-core CPU).
+Each for plain SHAC and SHAC + BCG. An iteration is what ``Trainer.step`` runs: rollout, actor backward and
+step, critic updates, normalisers, discriminator. Reported: seconds per iteration, env-steps/s, the
+projected wall-clock of 3000 iterations, the time shares (simulator forward and backward inside the plain
+transition, the rest of the rollout and backward, critic, normalisers, discriminator), the speed-up over
+``before``, the BCG / plain ratio and the scaling efficiency (1-process time / (N x N-rank time)).
+Writes ``bench/results/train_throughput.json`` and prints ``name.metric: value`` lines.
 
-    python bench/train_throughput.py [--iterations 3] [--envs 64] [--horizon 32] [--threads 1]
+    python bench/train_throughput.py [--iterations 4] [--warmup 1] [--ranks 2] [--before-tree /path/to/ddbc724]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import platform
+import socket
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
-import torch
-
-from bcg_deploy.fileio import atomic_write_json
-from bcg_deploy.training.config import TrainConfig, apply_overrides
-from bcg_deploy.training.env import SimTransition, TransitionOut
-from bcg_deploy.training.runner import Trainer
-
 RESULTS = Path(__file__).resolve().parent / "results"
+HERE = Path(__file__).resolve()
+TREE = HERE.parents[1]
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.fwd = 0.0
-        self.bwd = 0.0
-        self._bwd_start: float | None = None
+# ---------------------------------------------------------------------------------------------
+# one measurement (runs inside the measured tree's interpreter; works with the old and new Trainer)
 
 
-class _MarkOut(torch.autograd.Function):
-    """Identity; its backward (gradient arriving at the step outputs) starts the backward clock."""
+def _measure(envs: int, horizon: int, iterations: int, warmup: int, bundle: bool, out: str) -> None:
+    import torch
 
-    @staticmethod
-    def forward(ctx, clock, q, qd):  # noqa: ANN001
-        ctx.clock = clock
-        return q.view_as(q), qd.view_as(qd)
+    torch.set_num_threads(1)
+    from bcg_deploy.training.config import TrainConfig, apply_overrides
+    from bcg_deploy.training.env import SimTransition
+    from bcg_deploy.training.runner import Trainer
 
-    @staticmethod
-    def backward(ctx, gq, gqd):  # noqa: ANN001
-        if ctx.clock._bwd_start is None:
-            ctx.clock._bwd_start = time.perf_counter()
-        return None, gq, gqd
-
-
-class _MarkIn(torch.autograd.Function):
-    """Identity; its backward (gradient leaving the step inputs) stops the backward clock."""
-
-    @staticmethod
-    def forward(ctx, clock, q, qd, qt):  # noqa: ANN001
-        ctx.clock = clock
-        return q.view_as(q), qd.view_as(qd), qt.view_as(qt)
-
-    @staticmethod
-    def backward(ctx, gq, gqd, gqt):  # noqa: ANN001
-        c = ctx.clock
-        if c._bwd_start is not None:
-            c.bwd += time.perf_counter() - c._bwd_start
-            c._bwd_start = None
-        return None, gq, gqd, gqt
-
-
-class TimedTransition(SimTransition):
-    """The plain SHAC transition with its simulator forward and backward timed."""
-
-    def __init__(self, sim, clock: _Clock) -> None:  # noqa: ANN001
-        super().__init__(sim)
-        self.clock = clock
-
-    def __call__(self, q, qd, q_target) -> TransitionOut:  # noqa: ANN001
-        if torch.is_grad_enabled() and (q.requires_grad or qd.requires_grad or q_target.requires_grad):
-            q, qd, q_target = _MarkIn.apply(self.clock, q, qd, q_target)
-        t0 = time.perf_counter()
-        out = super().__call__(q, qd, q_target)
-        self.clock.fwd += time.perf_counter() - t0
-        if out.q.requires_grad:
-            out.q, out.qd = _MarkOut.apply(self.clock, out.q, out.qd)
-        return out
-
-
-def measure(device: str, envs: int, horizon: int, iterations: int, warmup: int) -> dict:
     cfg = apply_overrides(
         TrainConfig(),
-        [f"env.num_envs={envs}", f"shac.horizon={horizon}", f"runner.device={device}",
-         "runner.out_dir=/tmp/bcgd_bench_run", "runner.tensorboard=false"],
+        [f"env.num_envs={envs}", f"shac.horizon={horizon}", "runner.tensorboard=false",
+         f"runner.out_dir={tempfile.mkdtemp(prefix='bcgd_bench_')}", f"bcg.enabled={bundle}"],
     )  # fmt: skip
+    kw = {}
+    world = None
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        from bcg_deploy.training.distributed import world_from_env
+
+        world = kw["world"] = world_from_env(envs, "cpu")
     t0 = time.perf_counter()
-    tr = Trainer(cfg)
+    tr = Trainer(cfg, **kw)
     setup_s = time.perf_counter() - t0
-    clock = _Clock()
-    tr.env.transition = TimedTransition(tr.env.sim, clock)
+    clock = {"fwd": 0.0, "bwd": 0.0}
+    if not bundle:
+        tr.env.transition = _timed(SimTransition, tr.env.sim, clock)
     shac, add, env = tr.shac, tr.add, tr.env
-    parts = {k: 0.0 for k in ("rollout", "actor_backward", "actor_step", "critic", "normalizers", "discriminator")}
+    names = ("rollout", "actor_backward_and_step", "critic", "normalizers", "discriminator")
+    parts = dict.fromkeys(names, 0.0)
     total = 0.0
-
-    def sync() -> None:
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-
     for i in range(warmup + iterations):
         if i == warmup:
-            clock.fwd = clock.bwd = 0.0
-            parts = dict.fromkeys(parts, 0.0)
+            clock.update(fwd=0.0, bwd=0.0)
+            parts = dict.fromkeys(names, 0.0)
             total = 0.0
+        if world is not None:
+            world.barrier()
         shac.set_learning_rate(i, cfg.runner.iterations)
-        sync()
-        t_it = time.perf_counter()
+        t = [time.perf_counter()]
         roll = shac.rollout(env)
-        sync()
-        t1 = time.perf_counter()
-        shac.actor_optimizer.zero_grad(set_to_none=True)
-        roll.actor_loss.backward()
-        sync()
-        t2 = time.perf_counter()
-        torch.nn.utils.clip_grad_norm_(shac.actor.parameters(), cfg.shac.actor_grad_clip)
-        shac.actor_optimizer.step()
-        sync()
-        t3 = time.perf_counter()
+        t.append(time.perf_counter())
+        shac.update_actor(roll.actor_loss)
         roll.actor_loss = roll.actor_loss.detach()
+        t.append(time.perf_counter())
         shac.update_critic(roll)
-        sync()
-        t4 = time.perf_counter()
+        t.append(time.perf_counter())
         shac.update_normalizers(roll)
-        t5 = time.perf_counter()
+        t.append(time.perf_counter())
         add.update(roll.deltas[roll.valid])
-        sync()
-        t6 = time.perf_counter()
-        for k, dt in zip(parts, (t1 - t_it, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5), strict=True):
-            parts[k] += dt
-        total += t6 - t_it
+        t.append(time.perf_counter())
+        for k, a, b in zip(names, t[:-1], t[1:], strict=True):
+            parts[k] += b - a
+        total += t[-1] - t[0]
     n = iterations
-    it_s = total / n
-    shares = {
-        "sim_forward": clock.fwd / total,
-        "sim_backward": clock.bwd / total,
-        "rollout_other_forward": (parts["rollout"] - clock.fwd) / total,
-        "backward_other": (parts["actor_backward"] - clock.bwd) / total,
-        "actor_optimizer": parts["actor_step"] / total,
-        "critic_updates": parts["critic"] / total,
-        "normalizers": parts["normalizers"] / total,
-        "discriminator_update": parts["discriminator"] / total,
-    }
-    return {
-        "device": device,
-        "num_envs": envs,
-        "horizon": horizon,
-        "iterations_measured": n,
+    share = {k: v / total for k, v in parts.items()}
+    if not bundle:
+        share["sim_forward"] = clock["fwd"] / total
+        share["sim_backward"] = clock["bwd"] / total
+        share["rollout_other"] = share["rollout"] - share["sim_forward"]
+        share["actor_backward_other"] = share["actor_backward_and_step"] - share["sim_backward"]
+    r = {
+        "seconds_per_iteration": total / n,
         "setup_s": setup_s,
-        "seconds_per_iteration": it_s,
-        "iterations_per_s": 1.0 / it_s,
-        "env_steps_per_s": envs * horizon / it_s,
-        "projected_3000_iterations_h": 3000 * it_s / 3600.0,
-        "share": shares,
-        "sim_forward_us_per_env_step": clock.fwd / (n * envs * horizon) * 1e6,
-        "sim_backward_us_per_env_step": clock.bwd / (n * envs * horizon) * 1e6,
-        "torch_threads": torch.get_num_threads(),
-        "bcg": cfg.bcg.enabled,
-        "kappa": cfg.sim.kappa,
+        "iterations_measured": n,
+        "share": share,
+        "world_size": 1 if world is None else world.size,
     }
+    if world is None or world.is_main:
+        Path(out).write_text(json.dumps(r))
+    if world is not None:
+        from bcg_deploy.training.distributed import shutdown
+
+        shutdown()
+
+
+def _timed(base, sim, clock):  # noqa: ANN001, ANN202
+    """``base`` (the plain transition) with its simulator forward and backward timed."""
+    import torch
+
+    class _Mark(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, start, *xs):  # noqa: ANN001
+            ctx.start = start
+            return tuple(x.view_as(x) for x in xs)
+
+        @staticmethod
+        def backward(ctx, *gs):  # noqa: ANN001
+            if ctx.start:
+                clock["_b"] = time.perf_counter()
+            elif "_b" in clock:
+                clock["bwd"] += time.perf_counter() - clock.pop("_b")
+            return (None, *gs)
+
+    class Timed(base):
+        def __call__(self, q, qd, q_target):  # noqa: ANN001
+            if torch.is_grad_enabled() and (q.requires_grad or qd.requires_grad or q_target.requires_grad):
+                q, qd, q_target = _Mark.apply(False, q, qd, q_target)
+            t0 = time.perf_counter()
+            out = super().__call__(q, qd, q_target)
+            clock["fwd"] += time.perf_counter() - t0
+            if out.q.requires_grad:
+                out.q, out.qd = _Mark.apply(True, out.q, out.qd)
+            return out
+
+    return Timed(sim)
+
+
+# ---------------------------------------------------------------------------------------------
+# orchestration
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _case(tree: Path, ranks: int, args, bundle: bool) -> dict:  # noqa: ANN001
+    out = Path(tempfile.mkdtemp(prefix="bcgd_tt_")) / "r.json"
+    cmd = [sys.executable, str(HERE), "--_measure", str(out), "--envs", str(args.envs), "--horizon",
+           str(args.horizon), "--iterations", str(args.iterations), "--warmup", str(args.warmup)]  # fmt: skip
+    if bundle:
+        cmd.append("--_bundle")
+    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    env["PYTHONPATH"] = str(tree)
+    procs = []
+    if ranks == 1:
+        procs.append(
+            subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=open(out.with_suffix(".0.err"), "w"))
+        )
+    else:
+        port = str(_port())
+        for r in range(ranks):
+            e = {**env, "RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(ranks), "MASTER_ADDR": "127.0.0.1",
+                 "MASTER_PORT": port}  # fmt: skip
+            err = open(out.with_suffix(f".{r}.err"), "w")  # noqa: SIM115 - closed with the process
+            procs.append(subprocess.Popen(cmd, env=e, stdout=subprocess.DEVNULL, stderr=err))
+    codes = [p.wait() for p in procs]
+    if any(codes):
+        tails = [p.read_text().strip().splitlines()[-3:] for p in sorted(out.parent.glob("*.err"))]
+        raise SystemExit(f"measurement in {tree} with {ranks} rank(s) failed: exit codes {codes}: {tails}")
+    return json.loads(out.read_text())
+
+
+def _git_rev(tree: Path) -> str:
+    try:
+        return subprocess.check_output(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], text=True).strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--iterations", type=int, default=3)
+    ap.add_argument("--iterations", type=int, default=4)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--envs", type=int, default=64)
     ap.add_argument("--horizon", type=int, default=32)
-    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (0 = torch default)")
+    ap.add_argument("--ranks", type=int, default=2, help="data-parallel ranks of the N-rank case")
+    ap.add_argument("--before-tree", type=Path, default=None, help="a worktree of the reference commit")
+    ap.add_argument("--no-bundle", action="store_true", help="plain SHAC only")
+    ap.add_argument("--_measure", type=str, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--_bundle", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.threads > 0:
-        torch.set_num_threads(args.threads)
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    if args._measure:
+        _measure(args.envs, args.horizon, args.iterations, args.warmup, args._bundle, args._measure)
+        return
+    trees = {"now_1proc": (TREE, 1), f"now_{args.ranks}ranks": (TREE, args.ranks)}
+    if args.before_tree is not None:
+        trees = {"before": (args.before_tree, 1), **trees}
+    variants = {"plain": False} if args.no_bundle else {"plain": False, "bcg": True}
+    results: dict = {"config": {"envs": args.envs, "horizon": args.horizon, "iterations": args.iterations}}
+    for vname, bundle in variants.items():
+        for cname, (tree, ranks) in trees.items():
+            r = _case(tree, ranks, args, bundle)
+            r["commit"] = _git_rev(tree)
+            s = r["seconds_per_iteration"]
+            r["env_steps_per_s"] = args.envs * args.horizon / s
+            r["projected_3000_iterations_min"] = 3000 * s / 60.0
+            results.setdefault(vname, {})[cname] = r
+            print(f"train_throughput.{vname}.{cname}.seconds_per_iteration: {s:.3f}", flush=True)
+    for vname in variants:
+        v = results[vname]
+        one, many = v["now_1proc"]["seconds_per_iteration"], v[f"now_{args.ranks}ranks"]["seconds_per_iteration"]
+        v["scaling_efficiency"] = one / (args.ranks * many)
+        if "before" in v:
+            b = v["before"]["seconds_per_iteration"]
+            v["speedup_1proc_vs_before"] = b / one
+            v[f"speedup_{args.ranks}ranks_vs_before"] = b / many
+            v[f"{args.ranks}ranks_over_before"] = many / b
+    if "bcg" in results:
+        results["bcg_over_plain"] = {
+            c: results["bcg"][c]["seconds_per_iteration"] / results["plain"][c]["seconds_per_iteration"]
+            for c in results["plain"]
+        }
+    results.update(machine=platform.processor() or platform.machine(), cores=os.cpu_count())
+    from bcg_deploy.fileio import atomic_write_json
+
     RESULTS.mkdir(parents=True, exist_ok=True)
-    for dev in devices:
-        r = measure(dev, args.envs, args.horizon, args.iterations, args.warmup)
-        r.update(machine=platform.processor() or platform.machine(), torch=torch.__version__)
-        out = RESULTS / f"train_throughput_{dev}.json"
-        atomic_write_json(out, r)
-        for k in ("iterations_per_s", "env_steps_per_s", "seconds_per_iteration", "projected_3000_iterations_h"):
-            print(f"train_throughput.{dev}.{k}: {r[k]:.4g}")
-        for k, v in r["share"].items():
-            print(f"train_throughput.{dev}.share.{k}: {v:.3f}")
-        print(f"wrote {out}")
+    out = RESULTS / "train_throughput.json"
+    atomic_write_json(out, results)
+    for vname in variants:
+        for k, val in results[vname].items():
+            if isinstance(val, float):
+                print(f"train_throughput.{vname}.{k}: {val:.3f}")
+        for cname in trees:
+            r = results[vname][cname]
+            proj = r["projected_3000_iterations_min"]
+            print(f"train_throughput.{vname}.{cname}.projected_3000_iterations_min: {proj:.1f}")
+    for c, val in results.get("bcg_over_plain", {}).items():
+        print(f"train_throughput.bcg_over_plain.{c}: {val:.3f}")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

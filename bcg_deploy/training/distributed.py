@@ -187,8 +187,15 @@ def default_nproc(num_envs: int, device: str) -> int:
 
 
 def shutdown() -> None:
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    """Leave the process group together (a rank tearing down its connections while a peer still uses them
+    makes gloo abort the peer)."""
+    if not dist.is_initialized():
+        return
+    try:
+        dist.barrier()
+    except RuntimeError:  # a peer is gone already: nothing to wait for
+        pass
+    dist.destroy_process_group()
 
 
 # ---------------------------------------------------------------------------------------------
