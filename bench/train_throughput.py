@@ -229,7 +229,7 @@ def main() -> None:
     if "bcg" in results:
         results["bcg_over_plain"] = {
             c: results["bcg"][c]["seconds_per_iteration"] / results["plain"][c]["seconds_per_iteration"]
-            for c in results["plain"]
+            for c in trees
         }
     results.update(machine=platform.processor() or platform.machine(), cores=os.cpu_count())
     from bcg_deploy.fileio import atomic_write_json

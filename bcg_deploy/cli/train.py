@@ -453,7 +453,7 @@ def _distributed_world(cfg, nproc: int | None, nnodes: int, node_rank: int, rdzv
     per_node = nproc if nproc is not None else dd.default_nproc(cfg.env.num_envs, cfg.runner.device)
     if cfg.algo == "ppo":
         per_node = 1 if nproc is None else nproc
-    argv = sys.argv[1:]
+    argv = _without_launch_options(sys.argv[1:])  # the ranks run the same command, as ranks
     if nnodes > 1:
         if rdzv is None:
             raise BcgdError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (node 0's address)")
@@ -500,3 +500,19 @@ def _run_rank(fn, world):  # noqa: ANN001, ANN202
         from bcg_deploy.training.distributed import shutdown
 
         shutdown()
+
+
+LAUNCH_OPTIONS = ("--nproc", "--nnodes", "--node-rank", "--rdzv-endpoint")
+
+
+def _without_launch_options(argv: list[str]) -> list[str]:
+    """``argv`` without the launch options and their values (torchrun would take them for its own)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in LAUNCH_OPTIONS:
+            skip = True
+        elif not a.startswith(tuple(f"{o}=" for o in LAUNCH_OPTIONS)):
+            out.append(a)
+    return out
