@@ -12,6 +12,7 @@ returns to the simulator's pool when the graph is freed, so memory is bounded by
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from dataclasses import dataclass
 
@@ -62,6 +63,10 @@ class SimConfig:
         graphs: replay each step's launches as captured graphs: on CPU Warp's APIC graphs (cuts the
             per-launch Python cost, which dominates for small E), on CUDA one CUDA graph per command list,
             captured and replayed on torch's current stream.
+        row_params: every step copies the per-env parameter arrays (``ROW_PARAMS``, friction) into its own
+            buffers before its launches, so ``set_param_rows`` changes parameters between steps by a device
+            gather, without re-recording and without touching the parameters of steps whose backward is
+            pending (BCG's bucket simulators, whose row -> env map changes every step).
     """
 
     num_envs: int = 1
@@ -80,6 +85,11 @@ class SimConfig:
     friction: float = 1.0
     max_idle_buffers: int = 64
     graphs: bool = True
+    row_params: bool = False
+
+
+ROW_PARAMS = ("act_kp", "act_kd", "act_effort", "dof_armature", "body_mass", "body_ipos", "body_inertia_mat")
+"""The per-env model arrays ``SimConfig.row_params`` copies into each step (plus the contact's ``mu``)."""
 
 
 @dataclass
@@ -208,6 +218,7 @@ class Simulator:
         self._generation = 0
         self._nograd_data: StepData | None = None
         self._eval_data: dict[int, StepData] = {}
+        self._views: dict[str, torch.Tensor] | None = None
         h = self.model.host
         rows = np.repeat(np.arange(self.nv), h["dof_Mnum"])
         self._M_rows = torch.as_tensor(rows, device=self.torch_device)
@@ -282,15 +293,66 @@ class Simulator:
         the CoM along MuJoCo's body_iquat axes, kg m^2); friction [E] or scalar (contact Coulomb coefficient).
         Buffers recorded with the old values are dropped.
         """
+        t = self.types
+        for attr, a, dtype in self._converted(params, self.cfg.num_envs).values():
+            arr = wp.array(a.astype(t.np_dtype), dtype=dtype, device=self.device)
+            if attr == "mu":
+                self.contact.mu = arr
+            else:
+                setattr(self.model, attr, arr)
+        self._drop_recorded()
+
+    def param_table(self, **params: torch.Tensor | np.ndarray) -> dict[str, torch.Tensor]:
+        """``set_env_params``'s parameters for N source envs (any N), checked and converted once into the
+        simulator's layout and dtype on its device: the table ``set_param_rows`` gathers rows from."""
+        t = self.types
+        return {
+            attr: torch.as_tensor(a.astype(t.np_dtype), device=self.torch_device)
+            for attr, a, _ in self._converted(params, None).values()
+        }
+
+    def set_param_rows(self, table: dict[str, torch.Tensor], rows: torch.Tensor) -> None:
+        """Env e of this simulator takes the parameters of source env ``rows[e]`` of ``table``
+        (``param_table``); ``rows`` [E] long on the device. Needs ``SimConfig.row_params``: each step
+        copies the parameters into its own buffers, so this is a device gather, with no host read and no
+        re-recording, and steps already taken keep their parameters for their backward pass. The first
+        call (or one after ``set_env_params`` made a parameter shared) re-records once."""
+        if not self.cfg.row_params:
+            raise BcgdError("set_param_rows needs SimConfig.row_params=True")
+        E = self.cfg.num_envs
+        reshaped = False
+        for attr in table:
+            cur = self._param_array(attr)
+            if cur.shape[0] != E:
+                new = wp.zeros((E, *cur.shape[1:]), dtype=cur.dtype, device=self.device)
+                if attr == "mu":
+                    self.contact.mu = new
+                else:
+                    setattr(self.model, attr, new)
+                reshaped = True
+        if reshaped:
+            self._drop_recorded()
+        views = self._param_views()
+        with torch.no_grad():
+            for attr, src in table.items():
+                views[attr].copy_(src.index_select(0, rows))
+
+    # ----------------------------------------------------------------------------------------------
+    # Internals
+    # ----------------------------------------------------------------------------------------------
+    def _converted(self, params: dict, num_envs: int | None) -> dict[str, tuple[str, np.ndarray, type]]:
+        """Checked float64 arrays [rows, ...] per parameter: {name: (model attribute, array, Warp dtype)};
+        rows must be 1 or ``num_envs`` (any count when None)."""
         t, m = self.types, self.model
-        if "friction" in params:
-            params = dict(params)
-            self._set_friction(params.pop("friction"))
         shapes = {
             "act_kp": (m.nu,), "act_kd": (m.nu,), "act_effort": (m.nu,), "dof_armature": (m.nv,),
             "body_mass": (m.nbody,), "body_ipos": (m.nbody, 3), "body_inertia": (m.nbody, 3),
         }  # fmt: skip
+        out = {}
         for name, value in params.items():
+            if name == "friction":
+                out[name] = ("mu", self._friction_array(value, num_envs), t.scalar)
+                continue
             if name not in shapes:
                 raise BcgdError(f"set_env_params: unknown parameter {name!r}; expected one of {list(shapes)}")
             a = np.asarray(value.detach().cpu() if isinstance(value, torch.Tensor) else value, dtype=np.float64)
@@ -300,29 +362,41 @@ class Simulator:
             a = a.reshape(-1, *shape)
             if not np.all(np.isfinite(a)):
                 raise BcgdError(f"set_env_params: {name} must be finite, got {int((~np.isfinite(a)).sum())} NaN/inf")
-            if a.shape[0] not in (1, self.cfg.num_envs):
-                raise BcgdError(f"set_env_params: {name} needs 1 or {self.cfg.num_envs} rows, got {a.shape[0]}")
+            if num_envs is not None and a.shape[0] not in (1, num_envs):
+                raise BcgdError(f"set_env_params: {name} needs 1 or {num_envs} rows, got {a.shape[0]}")
             if name == "body_inertia":
-                name, a, dtype = "body_inertia_mat", inertia_matrices(m.host["body_iquat"][None], a), t.mat33
+                out[name] = ("body_inertia_mat", inertia_matrices(m.host["body_iquat"][None], a), t.mat33)
             else:
-                dtype = t.vec3 if len(shape) == 2 else t.scalar
-            setattr(m, name, wp.array(a.astype(t.np_dtype), dtype=dtype, device=self.device))
+                out[name] = (name, a, t.vec3 if len(shape) == 2 else t.scalar)
+        return out
+
+    def _friction_array(self, value, num_envs: int | None) -> np.ndarray:  # noqa: ANN001
+        if self.contact is None:
+            raise BcgdError("set_env_params: friction needs SimConfig.contact=True")
+        a = np.asarray(value.detach().cpu() if isinstance(value, torch.Tensor) else value, dtype=np.float64).reshape(-1)
+        rows_ok = num_envs is None or a.shape[0] in (1, num_envs)
+        if not rows_ok or not np.all(np.isfinite(a)) or np.any(a < 0):
+            raise BcgdError(f"set_env_params: friction needs 1 or {num_envs} finite values >= 0, got {a}")
+        return a
+
+    def _drop_recorded(self) -> None:
+        """Model arrays were replaced: buffers recorded with the old ones are dropped."""
         self._generation += 1
         self._pool.clear()
         self._grad_owner = None
         self._nograd_data = None
         self._eval_data.clear()
+        self._views = None
 
-    # ----------------------------------------------------------------------------------------------
-    # Internals
-    # ----------------------------------------------------------------------------------------------
-    def _set_friction(self, value) -> None:
-        if self.contact is None:
-            raise BcgdError("set_env_params: friction needs SimConfig.contact=True")
-        a = np.asarray(value.detach().cpu() if isinstance(value, torch.Tensor) else value, dtype=np.float64).reshape(-1)
-        if a.shape[0] not in (1, self.cfg.num_envs) or not np.all(np.isfinite(a)) or np.any(a < 0):
-            raise BcgdError(f"set_env_params: friction needs 1 or {self.cfg.num_envs} finite values >= 0, got {a}")
-        self.contact.mu = wp.array(a.astype(self.types.np_dtype), dtype=self.types.scalar, device=self.device)
+    def _param_array(self, attr: str):  # noqa: ANN202 - a wp.array
+        return self.contact.mu if attr == "mu" else getattr(self.model, attr)
+
+    def _param_views(self) -> dict[str, torch.Tensor]:
+        """Torch views of the current per-env parameter arrays (``ROW_PARAMS``, mu), made once per set."""
+        if self._views is None:
+            names = ROW_PARAMS + (("mu",) if self.contact is not None else ())
+            self._views = {n: wp.to_torch(self._param_array(n)) for n in names}
+        return self._views
 
     def _batch(self, x, n: int, name: str) -> torch.Tensor:
         x = torch.as_tensor(x).to(device=self.torch_device, dtype=self.types.torch_dtype)
@@ -352,13 +426,30 @@ class Simulator:
         d = make_step_data(
             self.model, num_envs, substeps, midpoint, shared_grads=shared, extra_layout=extra, grads=grad
         )
-        contact = (self._contact_kernels, self.contact) if self.contact is not None else None
+        model, contact_model = self._step_params(d)
+        contact = (self._contact_kernels, contact_model) if self.contact is not None else None
         integrator.record_step(
-            self.model, self.kernels, d, self.cfg.physics_dt, self._zero_frc, self._zero_frc, grad,
+            model, self.kernels, d, self.cfg.physics_dt, self._zero_frc, self._zero_frc, grad,
             implicit_damping=self.cfg.pd_damping == "implicit", bias_midpoint=midpoint, contact=contact, rk4=rk4,
         )  # fmt: skip
         self._capture(d)
         return d
+
+    def _step_params(self, d: StepData) -> tuple[Model, object]:
+        """The model (and contact model) ``d``'s launches are recorded with: with ``row_params`` they read
+        the step's own copies of the per-env parameters (``d.param_copies``: (copy, name), filled by
+        ``_forward`` from the current arrays); otherwise the shared model arrays."""
+        d.param_copies = []
+        if not self.cfg.row_params:
+            return self.model, self.contact
+        copies = {n: wp.empty_like(getattr(self.model, n)) for n in ROW_PARAMS}
+        d.param_copies = [(wp.to_torch(c), n) for n, c in copies.items()]
+        contact = self.contact
+        if contact is not None:
+            mu = wp.empty_like(contact.mu)
+            contact = dataclasses.replace(contact, mu=mu)
+            d.param_copies.append((wp.to_torch(mu), "mu"))
+        return dataclasses.replace(self.model, **copies), contact
 
     def _capture(self, d: StepData) -> None:
         """Replace the command lists by captured graphs (``SimConfig.graphs``).
@@ -410,6 +501,10 @@ class Simulator:
             d.views["q"][0].copy_(q)
             d.views["qd"][0].copy_(qd)
             d.views["q_target"].copy_(q_target)
+            if getattr(d, "param_copies", None):
+                views = self._param_views()
+                for dst, name in d.param_copies:
+                    dst.copy_(views[name])
         stream = self._stream()
         for cmd in d.fwd_cmds:
             cmd.launch(stream)

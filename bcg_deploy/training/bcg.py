@@ -96,14 +96,15 @@ def leg_chains(robot: RobotSpec) -> tuple[LegChain, ...]:
     return tuple(chains)
 
 
-def foot_jacobian(kin: Kinematics, q: torch.Tensor, chain: LegChain) -> torch.Tensor:
+def foot_jacobian(kin: Kinematics, q: torch.Tensor, chain: LegChain, cols: torch.Tensor | None = None) -> torch.Tensor:
     """Positional Jacobian [n, 3, k] (world frame, m/rad) of the foot body origin w.r.t. the chain's
-    k hinge angles at configurations ``q`` [n, 36] (detached; computed in the kinematics' dtype)."""
+    k hinge angles at configurations ``q`` [n, 36] (detached; computed in the kinematics' dtype).
+    ``cols``: ``chain.qpos`` as a long tensor on ``q``'s device, if the caller keeps one."""
     dtype = kin._c0.dtype
     with torch.enable_grad():
         x = torch.nan_to_num(q.detach().to(dtype), nan=0.0, posinf=0.0, neginf=0.0).requires_grad_(True)
         p = kin.transforms(x)[:, chain.body, :3, 3]
-        cols = torch.as_tensor(chain.qpos, device=q.device)
+        cols = torch.as_tensor(chain.qpos, device=q.device) if cols is None else cols
         rows = []
         for c in range(3):
             (g,) = torch.autograd.grad(p[:, c].sum(), x, retain_graph=c < 2)
@@ -194,12 +195,21 @@ def _param_plan(env: Any) -> _ParamPlan:
 
 
 class _Bucket:
-    """A simulator of one bucket size and the row -> env map its per-row parameters were set for."""
+    """A simulator of one bucket size (``used``: stepped since the last window start)."""
 
     def __init__(self, sim: Any) -> None:
         self.sim = sim
-        self.rows: torch.Tensor | None = None
         self.used = True
+
+
+@dataclass(frozen=True)
+class _Counts:
+    """One step's host-side counts: bundling envs, bundles started, continued, triggering feet per foot."""
+
+    bundled: int
+    started: int
+    continued: int
+    feet: tuple[int, ...]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -224,11 +234,16 @@ class BundledTransition:
         self.num_envs = E = env.num_envs
         self.nq, self.nv = 7 + self.robot.num_joints, 6 + self.robot.num_joints
         self.chains = leg_chains(self.robot)
+        self._chain_index = [
+            (torch.as_tensor(c.qpos, device=self.device), torch.as_tensor(c.dof, device=self.device))
+            for c in self.chains
+        ]  # each chain's hinge indices in q / qd, made once on the device
         self.kin = Kinematics(self.robot, torch.float64).to(self.device)
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(int(seed) if seed is not None else (torch.initial_seed() + 0xBC6) % (2**63))
         self._buckets: dict[int, _Bucket] = {}
         self._plan: _ParamPlan | None = None
+        self._table: dict[str, torch.Tensor] | None = None  # the plan's per-row parameters, simulator layout
         self.left = torch.zeros(E, dtype=torch.long, device=self.device)
         self.force = torch.zeros(E, len(self.chains), dtype=self.dtype, device=self.device)
         self.br_q: torch.Tensor | None = None  # [E, B, 36] branch states (rows of open bundles valid)
@@ -269,7 +284,7 @@ class BundledTransition:
 
     def load_state_dict(self, d: dict[str, Any]) -> None:
         E = self.num_envs
-        self._plan = None  # the env's parameters may have changed with its state
+        self._plan = self._table = None  # the env's parameters may have changed with its state
         for b in self._buckets.values():
             b.sim.release_buffers()
         self._buckets.clear()
@@ -303,12 +318,15 @@ class BundledTransition:
         feet = (self.force > self.cfg.tau) & ~cont[:, None]
         start = feet.any(dim=-1)
         bund = cont | start
-        if not bool(bund.any()):
+        # The step's one host read: how many envs bundle / start / continue, and the triggering feet.
+        counts = torch.cat((torch.stack((bund.sum(), start.sum(), cont.sum())), feet.sum(dim=0))).tolist()
+        n = _Counts(*counts[:3], tuple(counts[3:]))
+        if n.bundled == 0:
             s = self.base_sim.step(q, qd, q_target)
             self._remember(s.foot_force, q.shape[0])
             self.avg_q = self.avg_qd = None
             return TransitionOut(s.q, s.qd, s.foot_force, self._extras(0, 0, 0, 0, self.num_envs, 0, t0))
-        return self._bundled_step(q, qd, q_target, cont, start, feet, t0)
+        return self._bundled_step(q, qd, q_target, cont, start, feet, n, t0)
 
     # ------------------------------------------------------------------ internals
 
@@ -318,19 +336,20 @@ class BundledTransition:
         else:
             self.force = foot_force.detach().to(self.dtype)
 
-    def _bundled_step(self, q, qd, q_target, cont, start, feet, t0: float) -> TransitionOut:  # noqa: ANN001
+    def _bundled_step(self, q, qd, q_target, cont, start, feet, n: _Counts, t0: float) -> TransitionOut:  # noqa: ANN001
         B, H = self.cfg.num_branches, self.cfg.horizon
-        nom = (~(cont | start)).nonzero().squeeze(-1)
-        bid = (cont | start).nonzero().squeeze(-1)
-        nb, n_nom = int(bid.numel()), int(nom.numel())
+        nb, n_nom = n.bundled, self.num_envs - n.bundled
+        bund = cont | start
+        nom = torch.nonzero_static(~bund, size=n_nom).squeeze(-1)  # sizes known: no host read
+        bid = torch.nonzero_static(bund, size=nb).squeeze(-1)
         q_b, qd_b = q.index_select(0, bid), qd.index_select(0, bid)
         is_start = start.index_select(0, bid)
         # branch start states [nb, B, ...]: x_k + constant offsets, or the carried branch states
         off_q = torch.zeros(nb, B, self.nq, dtype=q.dtype, device=q.device)
         off_qd = torch.zeros(nb, B, self.nv, dtype=qd.dtype, device=qd.device)
-        sid = is_start.nonzero().squeeze(-1)
-        if sid.numel():
-            dq, dqd = self._offsets(q_b.index_select(0, sid), feet.index_select(0, bid[sid]))
+        if n.started:
+            sid = torch.nonzero_static(is_start, size=n.started).squeeze(-1)
+            dq, dqd = self._offsets(q_b.index_select(0, sid), feet.index_select(0, bid[sid]), n.feet)
             off_q = off_q.index_copy(0, sid, dq.to(q.dtype))
             off_qd = off_qd.index_copy(0, sid, dqd.to(qd.dtype))
             self.last_offsets = (bid[sid], dq, dqd)
@@ -338,7 +357,7 @@ class BundledTransition:
             self.last_offsets = None
         br_q = q_b[:, None] + off_q
         br_qd = qd_b[:, None] + off_qd
-        if bool(cont.any()):
+        if n.continued:
             keep = (~is_start)[:, None, None]
             carried_q = self.br_q.index_select(0, bid) + (q_b - self.avg_q.index_select(0, bid)).detach()[:, None]
             carried_qd = self.br_qd.index_select(0, bid) + (qd_b - self.avg_qd.index_select(0, bid)).detach()[:, None]
@@ -377,26 +396,29 @@ class BundledTransition:
         self.br_qd = qd.new_zeros(E, B, self.nv).index_copy(0, bid, qd_br)
         self.avg_q, self.avg_qd = q_out.detach(), qd_out.detach()
         self._remember(force, E)
-        extras = self._extras(int(start.sum()), int(feet.sum()), nb, nb * B, size, uploads, t0)
+        extras = self._extras(n.started, sum(n.feet), nb, nb * B, size, uploads, t0)
         return TransitionOut(q_out, qd_out, force, extras)
 
-    def _offsets(self, q: torch.Tensor, feet: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _offsets(
+        self, q: torch.Tensor, feet: torch.Tensor, per_foot: tuple[int, ...]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Constant joint offsets dq [n, B, 36], dqd [n, B, 35] (float64) for envs at ``q`` [n, 36]
-        whose feet ``feet`` [n, F] triggered: dq = J+ dp, dqd = J+ dv on each triggering leg's hinges."""
+        whose feet ``feet`` [n, F] triggered (``per_foot``: how many per foot): dq = J+ dp, dqd = J+ dv on
+        each triggering leg's hinges."""
         n, B = q.shape[0], self.cfg.num_branches
         gen, dev = self.generator, self.device
         dq = torch.zeros(n, B, self.nq, dtype=torch.float64, device=dev)
         dqd = torch.zeros(n, B, self.nv, dtype=torch.float64, device=dev)
         for f, chain in enumerate(self.chains):
-            sel = feet[:, f].nonzero().squeeze(-1)
-            m = int(sel.numel())
+            m = per_foot[f]
             if m == 0:
                 continue
-            pinv = damped_pinv(foot_jacobian(self.kin, q.index_select(0, sel), chain), self.cfg.damping)  # [m, k, 3]
+            sel = torch.nonzero_static(feet[:, f], size=m).squeeze(-1)
+            qpos, dof = self._chain_index[f]
+            jac = foot_jacobian(self.kin, q.index_select(0, sel), chain, qpos)
+            pinv = damped_pinv(jac, self.cfg.damping)  # [m, k, 3]
             dp = self.cfg.sigma_p * torch.randn(m, B, 3, 1, generator=gen, dtype=torch.float64, device=dev)
             dv = self.cfg.sigma_v * torch.randn(m, B, 3, 1, generator=gen, dtype=torch.float64, device=dev)
-            qpos = torch.as_tensor(chain.qpos, device=dev)
-            dof = torch.as_tensor(chain.dof, device=dev)
             rows_q, rows_qd = dq.index_select(0, sel), dqd.index_select(0, sel)
             rows_q[..., qpos] = (pinv[:, None] @ dp)[..., 0]
             rows_qd[..., dof] = (pinv[:, None] @ dv)[..., 0]
@@ -405,7 +427,10 @@ class BundledTransition:
         return dq, dqd
 
     def _bucket(self, size: int, row_env: torch.Tensor) -> tuple[Any, int]:
-        """The simulator of ``size`` rows with the parameters of ``row_env`` [size]; returns (sim, uploads)."""
+        """The simulator of ``size`` rows with the parameters of ``row_env`` [size]; returns (sim, gathers).
+
+        Per-env parameters reach the rows by a device gather (``Simulator.set_param_rows``: each step
+        keeps its own copy, so nothing is re-recorded and no earlier step's backward sees new values)."""
         if self._plan is None:
             self._plan = _param_plan(self.env)
         plan = self._plan
@@ -415,8 +440,8 @@ class BundledTransition:
             cfg = dataclasses.replace(
                 base,
                 num_envs=size,
-                graphs=base.graphs and not plan.per_row,
-                max_idle_buffers=0 if plan.per_row else min(base.max_idle_buffers, 2 * self.env.cfg.shac.horizon),
+                row_params=bool(plan.per_row),
+                max_idle_buffers=min(base.max_idle_buffers, 2 * self.env.cfg.shac.horizon),
             )
             b = _Bucket(type(self.base_sim)(self.robot, cfg))
             for group in plan.shared:
@@ -426,11 +451,11 @@ class BundledTransition:
                     pass
             self._buckets[size] = b
         b.used = True
-        if not plan.per_row or (b.rows is not None and torch.equal(b.rows, row_env)):
+        if not plan.per_row:
             return b.sim, 0
-        idx = row_env.cpu()
-        b.sim.set_env_params(**{n: a.index_select(0, idx) for n, a in plan.per_row.items()})
-        b.rows = row_env.clone()
+        if self._table is None:
+            self._table = b.sim.param_table(**plan.per_row)
+        b.sim.set_param_rows(self._table, row_env)
         return b.sim, 1
 
     def _extras(self, starts: int, feet: int, bundled: int, branch_rows: int, sim_rows: int, uploads: int,

@@ -196,3 +196,45 @@ def test_cpu_graphs_step_a_free_body_like_plain_launches(tmp_path):
             values = (q.detach(), qd.detach(), q0.grad, qd0.grad)
             results.append(torch.cat([v.flatten() for v in values]))
         torch.testing.assert_close(results[0], results[1], rtol=0, atol=0)
+
+
+def test_row_params_change_between_steps_without_rerecording():
+    """``set_param_rows`` between two differentiable steps (BCG's bucket simulators): values and
+    gradients equal those of a simulator given the same parameters by ``set_env_params`` before each
+    step; no re-recording after the first gather, and the first step's backward keeps its parameters."""
+    from bcg_deploy.robots import load_robot
+
+    kw = {"contact": True, "pd_damping": "implicit"}
+    rows_sim = get_sim("float64", num_envs=2, row_params=True, **kw)
+    plain = get_sim("float64", num_envs=2, **kw)
+    kp = load_robot("g1").kp * np.array([[0.8], [1.0], [1.3]])
+    mass = plain.mjm.body_mass * np.array([[1.0], [1.1], [0.9]])
+    friction = np.array([0.4, 0.7, 1.0])
+    table = rows_sim.param_table(act_kp=kp, body_mass=mass, friction=friction)
+    q, qd = random_states(2, seed=41)
+    q[:, 2] = 0.78
+    qt = random_targets(q, seed=42)
+    maps = (torch.tensor([0, 2]), torch.tensor([1, 0]))
+
+    def two_steps(set_rows):
+        x, xd = t64(q).requires_grad_(True), t64(qd).requires_grad_(True)
+        target = t64(qt).requires_grad_(True)
+        a, b = x, xd
+        for rows in maps:
+            set_rows(rows)
+            s = sim_of[0].step(a, b, target)
+            a, b = s.q, s.qd
+        (a.square().sum() + b.sum()).backward()
+        return a.detach(), b.detach(), x.grad, xd.grad, target.grad
+
+    sim_of = [rows_sim]
+    two_steps(lambda rows: rows_sim.set_param_rows(table, rows))  # records once (rows become per-env)
+    generation = rows_sim._generation
+    got = two_steps(lambda rows: rows_sim.set_param_rows(table, rows))
+    assert rows_sim._generation == generation  # gathers only: nothing re-recorded
+    sim_of[0] = plain
+    want = two_steps(lambda rows: plain.set_env_params(act_kp=kp[rows], body_mass=mass[rows], friction=friction[rows]))
+    for g, w in zip(got, want, strict=True):
+        assert torch.equal(g, w)
+    with pytest.raises(BcgdError, match="row_params"):
+        plain.set_param_rows(table, maps[0])
