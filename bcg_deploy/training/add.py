@@ -14,6 +14,7 @@ frame (3 K), root linear velocity (3) and angular velocity (3), joint velocities
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -76,6 +77,7 @@ class DiffNormalizer(nn.Module):
 
     @torch.no_grad()
     def update(self, delta: torch.Tensor) -> None:
+        """Fold the finite rows of ``delta`` [..., D] into the running mean."""
         x = delta.detach().reshape(-1, delta.shape[-1]).abs()
         x = x[torch.isfinite(x).all(dim=-1)]
         self.update_sum(x.shape[0], x.sum(dim=0))
@@ -85,10 +87,10 @@ class DiffNormalizer(nn.Module):
         """Merge ``n`` rows given by the sum of their |Delta| [dim] (exact merges across processes)."""
         if n == 0:
             return
-        total = int(self.count) + n
-        w = n / total
+        total = self.count + n  # on the device (no host read); the weight n / total in float64 there
+        w = n / total.double()
         self.mean_abs.mul_(1.0 - w).add_(w * (abs_sum / n).to(self.mean_abs.dtype))
-        self.count.fill_(total)
+        self.count.copy_(total)
 
     def normalize(self, delta: torch.Tensor) -> torch.Tensor:
         return delta / self.mean_abs.clamp_min(self.floor).to(delta.dtype)
@@ -124,20 +126,25 @@ class ReplayBuffer(nn.Module):
         self.register_buffer("count", torch.zeros((), dtype=torch.long))
 
     @torch.no_grad()
-    def add(self, x: torch.Tensor) -> None:
+    def add(self, x: torch.Tensor, finite: bool = False) -> None:
+        """Store the rows of ``x`` (non-finite rows dropped unless ``finite``: the caller did); pointer
+        and count advance on the device (no host read)."""
         x = x.detach().reshape(-1, self.data.shape[1]).to(self.data.dtype)
-        x = x[torch.isfinite(x).all(dim=-1)]
+        if not finite:
+            x = x[torch.isfinite(x).all(dim=-1)]
         size = self.data.shape[0]
         if x.shape[0] > size:
             x = x[-size:]
         n = x.shape[0]
-        idx = (int(self.ptr) + torch.arange(n, device=x.device)) % size
+        idx = (self.ptr + torch.arange(n, device=x.device)) % size
         self.data[idx] = x
-        self.ptr.fill_((int(self.ptr) + n) % size)
-        self.count.fill_(min(int(self.count) + n, size))
+        self.ptr.copy_((self.ptr + n) % size)
+        self.count.copy_((self.count + n).clamp_max(size))
 
-    def sample(self, n: int) -> torch.Tensor:
-        idx = torch.randint(0, int(self.count), (n,), device=self.data.device)
+    def sample(self, n: int, count: int | None = None) -> torch.Tensor:
+        """``n`` stored rows drawn uniformly; ``count``: ``int(self.count)`` if the caller has read it."""
+        count = int(self.count) if count is None else count
+        idx = torch.randint(0, count, (n,), device=self.data.device)
         return self.data[idx]
 
 
@@ -217,28 +224,33 @@ class ADD(nn.Module):
         return add_reward(self.disc, self.norm, delta, self.cfg.reward_weight)
 
     def update(self, deltas: torch.Tensor) -> dict[str, float]:
-        """One or more SGD steps on the rollout's residuals [N, E, D] (+ replay), then store them."""
+        """One or more SGD steps on the rollout's residuals [N, E, D] (+ replay), then store them.
+
+        Host reads: the number of finite rows, the replay count, and per SGD step one read of the summed
+        loss terms (whether the loss is finite, and the logged statistics)."""
         w = self.world
         flat = deltas.detach().reshape(-1, deltas.shape[-1])
         flat = flat[torch.isfinite(flat).all(dim=-1)]
         stats: dict[str, float] = {}
         sums = torch.cat([flat.new_tensor([float(flat.shape[0])]), flat.abs().sum(0)]).double()
         sums = w.all_reduce_(sums)
-        if int(sums[0]) == 0:
+        n_all = int(sums[0])
+        if n_all == 0:
             return stats
-        self.norm.update_sum(int(sums[0]), sums[1:])
+        self.norm.update_sum(n_all, sums[1:])
+        stored = int(self.replay.count)
         share = even_split(self.cfg.batch_size, w.size)[w.rank]
         w_neg = share / self.cfg.batch_size
         params = list(self.disc.parameters())
         self.disc.requires_grad_(True)
         try:
             for _ in range(self.cfg.updates_per_iter):
-                n_cur = share if int(self.replay.count) == 0 else share // 2
+                n_cur = share if stored == 0 else share // 2
                 if flat.shape[0] == 0:  # this rank has no finite residual: it contributes no negatives
                     neg = flat[:0]
                 else:
                     cur = flat[torch.randint(0, flat.shape[0], (n_cur,), device=flat.device)]
-                    neg = cur if int(self.replay.count) == 0 else torch.cat([cur, self.replay.sample(share - n_cur)])
+                    neg = cur if stored == 0 else torch.cat([cur, self.replay.sample(share - n_cur, stored)])
                 loss = discriminator_loss(
                     self.disc, self.norm.normalize(neg.to(flat.dtype)), self.cfg, 1.0 / w.size, w_neg
                 )
@@ -247,8 +259,8 @@ class ADD(nn.Module):
                 parts = torch.stack(
                     [loss.total, loss.bce, loss.grad_penalty, loss.logit_reg, loss.acc_pos, loss.acc_neg]
                 )
-                total = w.all_reduce_grads(params, parts.detach())
-                if not bool(torch.isfinite(total[0])):
+                t = w.all_reduce_grads(params, parts.detach()).tolist()  # the SGD step's one host read
+                if not math.isfinite(t[0]):
                     self.optimizer.zero_grad(set_to_none=True)
                     stats["disc_skipped"] = stats.get("disc_skipped", 0.0) + 1.0
                     continue
@@ -256,12 +268,11 @@ class ADD(nn.Module):
                     if p.grad is not None:
                         torch.nan_to_num_(p.grad, nan=0.0, posinf=0.0, neginf=0.0)
                 self.optimizer.step()
-                t = total.tolist()
                 stats.update(
                     disc_loss=t[0], disc_bce=t[1], disc_grad_penalty=t[2], disc_logit_reg=t[3],
                     disc_acc_pos=t[4], disc_acc_neg=t[5],
                 )  # fmt: skip
         finally:
             self.freeze()
-        self.replay.add(flat)
+        self.replay.add(flat, finite=True)
         return stats
