@@ -34,7 +34,8 @@ def available_cores() -> int:
 
 
 def resolve_jobs(jobs: int, runs: int) -> int:
-    """Worker processes for ``runs`` runs: ``jobs`` (0 = one per available core), at most one per run."""
+    """Cores for ``runs`` runs (this process and jobs - 1 workers): ``jobs`` (0 = one per available core),
+    at most one per run."""
     return max(1, min(jobs if jobs > 0 else available_cores(), runs))
 
 
@@ -88,32 +89,39 @@ def run_all(
     progress: Progress | None = None,
     local_label: str = "",
 ) -> list:
-    """Every run of ``cfg.runs``, ordered by index. Run 0 runs here when ``local_hook(run, k, m, d)`` is
-    given (video, viewer), the others in ``resolve_jobs(cfg.jobs)`` worker processes (here as well when 1)."""
+    """Every run of ``cfg.runs``, ordered by index, on ``resolve_jobs(cfg.jobs)`` cores: this process is one
+    of them, the others are worker processes. This process runs run 0 first when ``local_hook(run, k, m, d)``
+    is given (video, viewer), then takes runs that no worker has started yet (the last ones first), so
+    that the workers' start-up time is not lost."""
     from bcg_deploy.sim2sim.runner import simulate_run
 
     counter = StepCounter(progress, cfg.runs, setup.reference.num_frames - 1)
     jobs = resolve_jobs(cfg.jobs, cfg.runs)
-    local = [0] if local_hook is not None else []
-    remote = [r for r in range(cfg.runs) if r not in local]
-    workers = min(len(remote), jobs - len(local)) if jobs > 1 else 0
-    if workers < 1:
-        local, remote = list(range(cfg.runs)), []
+    first = [0] if local_hook is not None else []
+    remote = [r for r in range(cfg.runs) if r not in first] if jobs > 1 else []
     results: dict[int, object] = {}
     ctx = mp.get_context("spawn")
     q = ctx.Queue() if remote else None
     pool = None
     futures: dict[Future, int] = {}
+
+    def here(r: int) -> None:
+        counter.label = local_label if r == 0 and local_hook is not None else ""
+        hook = local_hook if r == 0 else None
+        results[r] = simulate_run(setup, cfg, r, on_control_step=_local_callback(r, hook, counter, q))
+        counter.label = ""
+        counter.finish(r)
+
     try:
         if remote:
             args = (None if onnx_path is None else str(onnx_path), cfg, q)
-            pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=args)
+            pool = ProcessPoolExecutor(max_workers=jobs - 1, mp_context=ctx, initializer=_init_worker, initargs=args)
             futures = {pool.submit(_work, r): r for r in remote}
-        for r in local:
-            counter.label = local_label if r == 0 and local_hook is not None else ""
-            results[r] = simulate_run(setup, cfg, r, on_control_step=_local_callback(r, local_hook, counter, q))
-            counter.label = ""
-            counter.finish(r)
+        for r in first or ([] if remote else range(cfg.runs)):
+            here(r)
+        for f in sorted(futures, key=futures.get, reverse=True):  # steal what no worker has started
+            if f.cancel():
+                here(futures.pop(f))
         while futures:
             done, _ = wait(list(futures), timeout=0.2, return_when=FIRST_COMPLETED)
             _drain(q, counter)
