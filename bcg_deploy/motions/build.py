@@ -92,6 +92,8 @@ def check_window(name: str, clip_duration: float, start_s: float, duration_s: fl
     """Validate a window against a clip; returns the duration (to the end of the clip when None)."""
     if not np.isfinite(start_s) or start_s < 0:
         raise BcgdError(f"{name}: window start {start_s} s, expected >= 0")
+    if start_s >= clip_duration:
+        raise BcgdError(f"{name}: window start {start_s:g} s is past the end of the clip ({clip_duration:.2f} s)")
     if duration_s is None:
         duration_s = clip_duration - start_s
     if not np.isfinite(duration_s) or duration_s <= 0:

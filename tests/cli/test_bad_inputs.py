@@ -37,7 +37,7 @@ def _cases(f, ro):
         "sim2sim --max-seconds -1": (["sim2sim", onnx, "--max-seconds", "-1"], "--max-seconds -1.0: expected seconds"),
         "sim2sim window past the end": (
             ["sim2sim", "--replay", "--motion", d / "clip.csv", "--start", "100"],
-            "clip.csv",
+            "clip.csv: window start 100 s is past the end of the clip (3.00 s)",
         ),
         "train --out read-only": (["train", "--out", ro / "run", "--iterations", "1"], "cannot write the run folder"),
         "sim2sim --video read-only": (["sim2sim", onnx, "--video", ro / "r.mp4"], "cannot write --video"),
