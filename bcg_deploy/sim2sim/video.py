@@ -122,6 +122,9 @@ class VideoRecorder:
         self.path, self.format = check_video_path(path)
         if not (16 <= width <= 4096 and 16 <= height <= 4096):
             raise BcgdError(f"--width {width} --height {height}: expected 16 to 4096 pixels each")
+        from bcg_deploy.fileio import check_writable
+
+        check_writable(self.path, "--video")
         try:
             import imageio.v2 as imageio
 
@@ -132,9 +135,6 @@ class VideoRecorder:
                 '--video needs imageio and imageio-ffmpeg: pip install "bcg-deploy[video]" '
                 "(or pip install imageio imageio-ffmpeg)"
             ) from None
-        from bcg_deploy.fileio import check_writable
-
-        check_writable(self.path, "--video")
         self.fps, self.width, self.height, self.run_index = fps, width, height, run_index
         self.ghost = ghost
         self._imageio = imageio
