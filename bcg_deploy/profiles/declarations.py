@@ -119,6 +119,15 @@ _QUANTITY = {  # quantity: (size for 29 joints, units, frame, description)
 }
 
 
+def term_spec(terms: Sequence[ObsTerm]) -> list[dict[str, Any]]:
+    """JSON-able term list with offsets, in layout order."""
+    out, off = [], 0
+    for t in terms:
+        out.append({**t.to_dict(), "offset": off})
+        off += t.size
+    return out
+
+
 def _term(name: str, quantity: str, noise: float) -> ObsTerm:
     size, units, frame, desc = _QUANTITY[quantity]
     return ObsTerm(name, size, noise, units, frame, desc, quantity=quantity)
@@ -152,11 +161,7 @@ class ObsProfile:
 
     def spec(self) -> list[dict[str, Any]]:
         """JSON-able term list with offsets (what run.pt and the ONNX metadata store)."""
-        out, off = [], 0
-        for t in self.terms:
-            out.append({**t.to_dict(), "offset": off})
-            off += t.size
-        return out
+        return term_spec(self.terms)
 
 
 _WBT = "HybridRobotics/whole_body_tracking source/whole_body_tracking/whole_body_tracking/tasks/tracking/"

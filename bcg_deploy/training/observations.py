@@ -58,7 +58,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bcg_deploy.profiles.declarations import FUTURE_STEPS, ObsTerm, make_obs_terms
+from bcg_deploy.profiles.declarations import FUTURE_STEPS, ObsTerm, make_obs_terms, term_spec
 from bcg_deploy.robots import RobotSpec
 from bcg_deploy.training.kinematics import Kinematics, quat_to_mat
 
@@ -159,11 +159,7 @@ class ObservationModule(nn.Module):
 
     def spec(self) -> list[dict[str, Any]]:
         """JSON-able term list with offsets (what run.pt and the ONNX metadata store)."""
-        out, off = [], 0
-        for t in self.terms:
-            out.append({**t.to_dict(), "offset": off})
-            off += t.size
-        return out
+        return term_spec(self.terms)
 
     def term_slices(self) -> dict[str, slice]:
         out, off = {}, 0

@@ -21,7 +21,7 @@ from bcg_deploy.profiles import ObsProfile, get_profile
 from bcg_deploy.profiles.terms import compute
 from bcg_deploy.robots import RobotSpec
 from bcg_deploy.training.kinematics import Kinematics, quat_to_mat
-from bcg_deploy.training.observations import FRAME_ARRAYS, _get
+from bcg_deploy.training.observations import FRAME_ARRAYS, ObservationModule, _get
 
 
 class ProfileObservation(nn.Module):
@@ -90,10 +90,7 @@ class ProfileObservation(nn.Module):
         }
         return compute(self.profile, signals)
 
-    def add_noise(self, obs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-        """obs + U(-n, n) per entry (training-time sensor noise of the actor input)."""
-        u = torch.rand(obs.shape, generator=generator, dtype=obs.dtype, device=obs.device)
-        return obs + (2.0 * u - 1.0) * self.noise_vector
+    add_noise = ObservationModule.add_noise  # obs + U(-n, n) per entry, n = noise_vector
 
     def reference_frame(self, time_step: torch.Tensor) -> dict[str, torch.Tensor]:
         """The clip at the clamped current frame t (w-first quaternions)."""
@@ -103,8 +100,6 @@ class ProfileObservation(nn.Module):
 
 def make_observation(robot: RobotSpec, motion_arrays: Any, profile: str, dtype: torch.dtype) -> nn.Module:
     """The actor observation module of ``profile`` (``paper``: ``ObservationModule``)."""
-    from bcg_deploy.training.observations import ObservationModule
-
     if get_profile(profile).deployable:
         return ProfileObservation(robot, motion_arrays, profile, dtype)
     return ObservationModule(robot, motion_arrays, dtype=dtype)
