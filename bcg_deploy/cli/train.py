@@ -17,7 +17,7 @@ from rich.progress import BarColumn, Progress, TextColumn
 from bcg_deploy.cli import app, console, err_console
 from bcg_deploy.cli.paths import RUNS_DIR, check_writable, find_checkpoint, next_free_dir
 from bcg_deploy.errors import BcgdError
-from bcg_deploy.training.config import TASKS, TrainConfig, apply_overrides, ppo_defaults
+from bcg_deploy.training.config import TASKS, TrainConfig, apply_overrides, cuda_defaults, ppo_defaults
 from bcg_deploy.training.distributed import MIN_ENVS_PER_RANK
 
 CHECKPOINT_NAME = "run.pt"
@@ -126,6 +126,8 @@ def build_config(
         if value is not None:
             setattr(cfg.bcg, name, value)
     apply_overrides(cfg, overrides)
+    if resume is None and envs is None and not any(o.startswith("env.num_envs=") for o in overrides):
+        cuda_defaults(cfg)  # a GPU run gets GPU-sized batches unless --envs says otherwise
     cfg.validate()
     if resume is not None:
         if stored_it >= cfg.runner.iterations:

@@ -333,6 +333,17 @@ class TrainConfig:
         return self
 
 
+CUDA_NUM_ENVS = 2048
+"""SHAC envs of a CUDA run unless given (64 fill a CPU core; a GPU needs thousands of threads per launch)."""
+
+
+def cuda_defaults(cfg: TrainConfig) -> TrainConfig:
+    """A SHAC run on CUDA: at least ``CUDA_NUM_ENVS`` envs (the CLI applies it when ``--envs`` is not given)."""
+    if cfg.algo == "shac" and cfg.runner.device.startswith("cuda"):
+        cfg.env.num_envs = max(cfg.env.num_envs, CUDA_NUM_ENVS)
+    return cfg
+
+
 def ppo_defaults(cfg: TrainConfig) -> TrainConfig:
     """Switch ``cfg`` to PPO with the paper's scale: ``algo="ppo"``, ``env.num_envs = ppo.num_envs``,
     ``runner.iterations = ppo.iterations``, ``add.updates_per_iter = ppo.disc_updates_per_iter`` (in place;

@@ -5,7 +5,8 @@
 - ``configure_numerics(device, tf32=False, deterministic=False)``: pins TF32 OFF for CUDA matmuls and cuDNN
   whatever the environment or an earlier import set (``NVIDIA_TF32_OVERRIDE``, ``torch.backends``
   flags), sets float32 matmul precision to "highest", and with ``deterministic`` turns on torch's
-  deterministic algorithms (``CUBLAS_WORKSPACE_CONFIG`` set for cuBLAS) and, on CUDA, Warp's run-to-run
+  deterministic algorithms (``warn_only``: an op that has none warns; ``CUBLAS_WORKSPACE_CONFIG`` set for
+  cuBLAS) and, on CUDA, Warp's run-to-run
   deterministic atomics (CPU kernels are single-threaded, hence deterministic already: setting Warp's
   option there would only recompile the modules). Returns the effective settings (what config.yaml
   records beside the config).
@@ -49,7 +50,7 @@ def configure_numerics(device: torch.device | str, tf32: bool = False, determini
     warp_mode = None
     if deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.use_deterministic_algorithms(True)
+        torch.use_deterministic_algorithms(True, warn_only=True)  # an op without one warns, never stops a run
         torch.backends.cudnn.benchmark = False
         if torch.device(device).type == "cuda":
             import warp as wp

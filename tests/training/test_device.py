@@ -61,3 +61,23 @@ def test_deterministic_mode(restore_numerics):
     assert state["deterministic_algorithms"] and torch.are_deterministic_algorithms_enabled()
     assert state["warp_deterministic"] is None  # CPU kernels are single-threaded: Warp's option left alone
     assert not configure_numerics("cpu")["deterministic_algorithms"]
+
+
+def test_cuda_runs_default_to_gpu_sized_batches(tmp_path):
+    from bcg_deploy.cli.train import build_config
+    from bcg_deploy.training.config import CUDA_NUM_ENVS, TrainConfig, cuda_defaults
+
+    cpu = TrainConfig()
+    assert cuda_defaults(cpu).env.num_envs == 64
+    cpu.runner.device = "cuda:0"
+    assert cuda_defaults(cpu).env.num_envs == CUDA_NUM_ENVS == 2048
+
+    def cfg(envs, device, overrides=()):
+        return build_config(task="dance", motion=None, start=None, duration=None, envs=envs, iterations=None,
+                            horizon=None, device=device, kappa=None, seed=None, out=tmp_path / "r", save_every=None,
+                            overrides=list(overrides), resume=None)  # fmt: skip
+
+    assert cfg(None, "cuda").env.num_envs == 2048
+    assert cfg(128, "cuda").env.num_envs == 128
+    assert cfg(None, "cuda", ["env.num_envs=256"]).env.num_envs == 256
+    assert cfg(None, "cpu").env.num_envs == 64
