@@ -11,7 +11,14 @@ step, critic updates, normalisers, discriminator. Reported: seconds per iteratio
 projected wall-clock of 3000 iterations, the time shares (simulator forward and backward inside the plain
 transition, the rest of the rollout and backward, critic, normalisers, discriminator), the speed-up over
 ``before``, the BCG / plain ratio and the scaling efficiency (1-process time / (N x N-rank time)).
-Writes ``bench/results/train_throughput.json`` and prints ``name.metric: value`` lines.
+A section of its own, ``host_syncs`` (skip with ``--no-syncs``; alone with ``--syncs-only``): per tree
+(before, now) and variant, the host syncs of one iteration counted by ``training/syncs.py`` (loaded by path
+from THIS tree into each tree's process, so the old code is counted by the same hook): the call sites that
+would synchronise on CUDA, traced on the CPU, for the code path a CUDA run takes (``env.fixed_shapes``
+on) and for the CPU path; and the process CPU seconds per iteration (one torch thread, Warp's kernels
+single-threaded: robust to other jobs on a shared machine), measured untraced in the same process.
+Writes ``bench/results/train_throughput.json`` (``_syncs.json`` with ``--syncs-only``) and prints
+``name.metric: value`` lines.
 
     python bench/train_throughput.py [--iterations 4] [--warmup 1] [--ranks 2] [--before-tree /path/to/ddbc724]
 """
@@ -144,6 +151,79 @@ def _timed(base, sim, clock):  # noqa: ANN001, ANN202
     return Timed(sim)
 
 
+def _measure_syncs(envs: int, horizon: int, iterations: int, warmup: int, bundle: bool, out: str) -> None:
+    """Host syncs of one iteration (``SyncCounter`` trace) and CPU seconds per iteration of one tree."""
+    import importlib.util
+
+    import torch
+
+    torch.set_num_threads(1)
+    spec = importlib.util.spec_from_file_location("bcgd_syncs", TREE / "bcg_deploy" / "training" / "syncs.py")
+    syncs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(syncs)
+    from bcg_deploy.training.config import TrainConfig, apply_overrides
+    from bcg_deploy.training.runner import Trainer
+
+    cfg = apply_overrides(
+        TrainConfig(),
+        [f"env.num_envs={envs}", f"shac.horizon={horizon}", "runner.tensorboard=false",
+         f"runner.out_dir={tempfile.mkdtemp(prefix='bcgd_syncs_')}", f"bcg.enabled={bundle}"],
+    )  # fmt: skip
+    tr = Trainer(cfg)
+    for _ in range(warmup):
+        tr.step()
+    cpu = []
+    for _ in range(iterations):
+        c0 = time.process_time()
+        tr.step()
+        cpu.append(time.process_time() - c0)
+    r = {"cpu_seconds_per_iteration": sum(cpu) / len(cpu), "cpu_seconds": cpu}
+    for path, fixed in (("cpu_path", getattr(tr.env, "fixed_shapes", False)), ("cuda_path", True)):
+        tr.env.fixed_shapes = fixed  # the CUDA code path (a tree without the attribute ignores it)
+        with syncs.SyncCounter("trace") as sc:
+            tr.step()
+        r[path] = sc.summary(top=12)
+    r["syncs_per_iteration"] = r["cuda_path"]["count"]
+    Path(out).write_text(json.dumps(r))
+
+
+def _syncs_section(trees: dict, args, variants: dict) -> dict:  # noqa: ANN001
+    """``host_syncs``: for each variant and tree (before, now; one process each), the traced syncs and CPU s."""
+    section: dict = {}
+    for vname, bundle in variants.items():
+        for cname, tree in trees.items():
+            out = Path(tempfile.mkdtemp(prefix="bcgd_sy_")) / "r.json"
+            cmd = [sys.executable, str(HERE), "--_syncs", str(out), "--envs", str(args.envs), "--horizon",
+                   str(args.horizon), "--iterations", str(args.iterations), "--warmup", str(args.warmup)]  # fmt: skip
+            if bundle:
+                cmd.append("--_bundle")
+            env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+            env["PYTHONPATH"] = str(tree)
+            err = out.with_suffix(".err")
+            with open(err, "w") as fh:
+                code = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=fh).returncode
+            if code:
+                raise SystemExit(f"sync count in {tree} failed: {err.read_text().strip().splitlines()[-3:]}")
+            r = json.loads(out.read_text())
+            r["commit"] = _git_rev(tree)
+            section.setdefault(vname, {})[cname] = r
+            print(f"train_throughput.host_syncs.{vname}.{cname}.syncs_per_iteration: {r['syncs_per_iteration']}")
+            print(f"train_throughput.host_syncs.{vname}.{cname}.cpu_path_syncs: {r['cpu_path']['count']}")
+            cpu = r["cpu_seconds_per_iteration"]
+            print(f"train_throughput.host_syncs.{vname}.{cname}.cpu_seconds_per_iteration: {cpu:.3f}", flush=True)
+        v = section[vname]
+        if "before" in v:
+            v["cpu_seconds_now_over_before"] = (
+                v["now"]["cpu_seconds_per_iteration"] / v["before"]["cpu_seconds_per_iteration"]
+            )
+    if "bcg" in section and "plain" in section:
+        section["cpu_bcg_over_plain"] = {
+            c: section["bcg"][c]["cpu_seconds_per_iteration"] / section["plain"][c]["cpu_seconds_per_iteration"]
+            for c in section["plain"]
+        }
+    return section
+
+
 # ---------------------------------------------------------------------------------------------
 # orchestration
 
@@ -197,17 +277,28 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=2, help="data-parallel ranks of the N-rank case")
     ap.add_argument("--before-tree", type=Path, default=None, help="a worktree of the reference commit")
     ap.add_argument("--no-bundle", action="store_true", help="plain SHAC only")
+    ap.add_argument("--no-syncs", action="store_true", help="skip the host_syncs section")
+    ap.add_argument("--syncs-only", action="store_true", help="only the host_syncs section")
     ap.add_argument("--_measure", type=str, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--_syncs", type=str, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--_bundle", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args._measure:
         _measure(args.envs, args.horizon, args.iterations, args.warmup, args._bundle, args._measure)
+        return
+    if args._syncs:
+        _measure_syncs(args.envs, args.horizon, args.iterations, args.warmup, args._bundle, args._syncs)
         return
     trees = {"now_1proc": (TREE, 1), f"now_{args.ranks}ranks": (TREE, args.ranks)}
     if args.before_tree is not None:
         trees = {"before": (args.before_tree, 1), **trees}
     variants = {"plain": False} if args.no_bundle else {"plain": False, "bcg": True}
     results: dict = {"config": {"envs": args.envs, "horizon": args.horizon, "iterations": args.iterations}}
+    if not args.no_syncs:
+        sync_trees = {"now": TREE} if args.before_tree is None else {"before": args.before_tree, "now": TREE}
+        results["host_syncs"] = _syncs_section(sync_trees, args, variants)
+    if args.syncs_only:
+        variants = {}
     for vname, bundle in variants.items():
         for cname, (tree, ranks) in trees.items():
             r = _case(tree, ranks, args, bundle)
@@ -228,14 +319,13 @@ def main() -> None:
             v[f"{args.ranks}ranks_over_before"] = many / b
     if "bcg" in results:
         results["bcg_over_plain"] = {
-            c: results["bcg"][c]["seconds_per_iteration"] / results["plain"][c]["seconds_per_iteration"]
-            for c in trees
+            c: results["bcg"][c]["seconds_per_iteration"] / results["plain"][c]["seconds_per_iteration"] for c in trees
         }
     results.update(machine=platform.processor() or platform.machine(), cores=os.cpu_count())
     from bcg_deploy.fileio import atomic_write_json
 
     RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / "train_throughput.json"
+    out = RESULTS / ("train_throughput_syncs.json" if args.syncs_only else "train_throughput.json")
     atomic_write_json(out, results)
     for vname in variants:
         for k, val in results[vname].items():
