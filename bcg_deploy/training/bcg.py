@@ -30,15 +30,18 @@ B rows per bundling env, padded with copies of the first row up to ``bucket_size
 per bucket size (the env simulator's ``SimConfig`` with another ``num_envs``) is built on first use.
 The env's per-env physical parameters (domain randomisation groups the env applied) are replicated onto
 the rows: a parameter group that is equal for all envs is set once, shared; a group that differs per
-env is uploaded with ``set_env_params`` whenever a bucket simulator's row -> env map changes (that
-re-records the simulator's launches, about 6 ms; such simulators replay launches without CPU graphs,
-which record 3x faster and step about as fast). With no bundle open, the env's own simulator steps
-the E envs exactly as ``SimTransition`` does.
+env is converted once into a table (``Simulator.param_table``) whose rows every step gathers on the device
+for its row -> env map (``Simulator.set_param_rows``; the bucket simulators copy their parameters into each
+step, ``SimConfig.row_params``, so nothing is re-recorded and no host read is needed; they replay launches
+without CPU graphs, which record 3x faster and step about as fast). One host read per step remains: the
+numbers of bundling, starting and continuing envs and triggering feet, which size the step's tensors.
+With no bundle open, the env's own simulator steps the E envs exactly as ``SimTransition`` does.
 
 Per-step counters go to ``TransitionOut.extras`` (summed over a window by ``SHAC.rollout``, logged by
 the runner): ``bcg_starts`` bundles started, ``bcg_start_feet`` triggering feet, ``bcg_bundled_envs``
 env-steps inside a bundle, ``bcg_branch_rows`` branch rows stepped, ``bcg_sim_rows`` simulator rows
-stepped (nominal + branch + padding), ``bcg_param_uploads``, ``bcg_time_s`` forward wall time.
+stepped (nominal + branch + padding), ``bcg_param_uploads`` (parameter row gathers),
+``bcg_time_s`` forward wall time.
 """
 
 from __future__ import annotations
@@ -440,6 +443,7 @@ class BundledTransition:
             cfg = dataclasses.replace(
                 base,
                 num_envs=size,
+                graphs=base.graphs and not plan.per_row,  # per-row sims record 3x faster without, step as fast
                 row_params=bool(plan.per_row),
                 max_idle_buffers=min(base.max_idle_buffers, 2 * self.env.cfg.shac.horizon),
             )
