@@ -37,6 +37,8 @@ MIN_ENVS_PER_RANK = 8
 """``--nproc`` by default: one rank per core, but no fewer envs than this per rank."""
 COLLECTIVE_TIMEOUT_S = 25.0
 """A collective that waits longer than this (a hung or stopped peer) fails the rank."""
+INTERRUPTED_EXIT = 130
+"""Exit code of a rank stopped by Ctrl-C (after the ranks agreed on the stop and saved)."""
 LOST_PEERS_EXIT = 3
 """Exit code of a rank whose collective failed because another rank died or hung."""
 LAUNCHED_ENV = "BCGD_LOCAL_LAUNCH"
@@ -313,6 +315,8 @@ def launch_local(argv: Sequence[str], nproc: int, stop_grace_s: float = 10.0) ->
         while True:
             codes = [p.poll() for p in procs]
             bad = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
+            if bad and all(c == INTERRUPTED_EXIT for _, c in bad):  # Ctrl-C reached the ranks: they saved
+                raise KeyboardInterrupt
             if bad:  # the cause, not a rank that only lost its peers
                 failed = min(bad, key=lambda ic: (ic[1] == LOST_PEERS_EXIT, ic[0]))
                 break
@@ -328,8 +332,7 @@ def launch_local(argv: Sequence[str], nproc: int, stop_grace_s: float = 10.0) ->
             except KeyboardInterrupt:
                 break
         _stop(procs, stop_grace_s)
-        codes = [p.poll() for p in procs]
-        return next((c for c in codes if c not in (None, 0)), 0) or 130
+        return INTERRUPTED_EXIT
     _stop(procs, stop_grace_s)
     rank, code = failed
     raise RankFailed(rank, code)
