@@ -26,6 +26,7 @@ from bcg_deploy.training.device import resolve_device
 from bcg_deploy.training.env import ImitationEnv
 from bcg_deploy.training.networks import Actor
 from bcg_deploy.training.normalizer import RunningNormalizer
+from bcg_deploy.training.rng import EnvRandom
 
 
 @torch.no_grad()
@@ -56,7 +57,8 @@ def evaluate_policy(
     actor, obs_normalizer = _on(actor, dev), _on(obs_normalizer, dev)
     with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
         torch.manual_seed(seed)
-        env = ImitationEnv(cfg, load_robot(cfg.robot), motion, sim=sim, device=dev)
+        rng = EnvRandom(seed, [num_envs], device=dev)  # the envs' draws follow ``seed``, not the run's
+        env = ImitationEnv(cfg, load_robot(cfg.robot), motion, sim=sim, device=dev, rng=rng)
         stats = _rollout(env, actor, obs_normalizer, steps, deterministic)
     return {
         **stats,
