@@ -1,0 +1,113 @@
+"""How hard each task window is: its dynamism against the clip's other windows, and how much of it the PD
+target can reach with our action scale and with a uniform 0.4 rad one.
+
+For each LAFAN1 G1 file (``--data``, default ../shared/data/lafan1_g1): every sane 15 s window on the
+0.1 s grid is scored as ``motions.windows.choose_window`` scores them (mean joint speed, rad/s); reported
+are our window's score and its percentile among the sane windows, the median sane window, and the best
+sane window that does not overlap ours (a held-out window for the generalisation runs). Reach: the share of
+the window's joint-frames whose reference angle lies outside default +/- action scale (where
+``q_target = default + scale * tanh(.)`` cannot be put), per scale, overall and per joint group.
+Writes ``bench/results/motion_difficulty.json``.
+
+    python bench/motion_difficulty.py [--data DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from bcg_deploy.fileio import atomic_write_json
+from bcg_deploy.motions.build import LoadCfg, filtered_source_track
+from bcg_deploy.motions.csv_io import read_lafan1_csv
+from bcg_deploy.motions.windows import WindowCriterion, choose_window, frame_sanity
+from bcg_deploy.robots import load_robot
+
+ROOT = Path(__file__).resolve().parents[1]
+FILES = {"run": "run1_subject2.csv", "jump": "jumps1_subject1.csv", "fight": "fight1_subject2.csv",
+         "dance": "dance1_subject1.csv"}  # fmt: skip
+GROUPS = {"legs": ("hip", "knee", "ankle"), "waist": ("waist",), "arms": ("shoulder", "elbow", "wrist")}
+
+
+def window_scores(track, robot, crit: WindowCriterion) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:  # noqa: ANN001
+    """(starts s, scores rad/s, sane mask, frames per window) of every window on the grid."""
+    fps = track.fps
+    n = len(track.root_pos)
+    win = int(round(crit.duration_s * fps))
+    step = max(int(round(crit.step_s * fps)), 1)
+    ok, _ = frame_sanity(track, robot, crit)
+    speed = np.abs(track.joint_vel).mean(axis=1)
+    starts = np.arange(0, n - win, step)
+    csum = np.concatenate([[0.0], np.cumsum(speed)])
+    score = (csum[starts + win + 1] - csum[starts]) / (win + 1)
+    bad = np.concatenate([[0], np.cumsum(~ok)])
+    sane = (bad[starts + win + 1] - bad[starts]) == 0
+    return starts / fps, score, sane, win + 1
+
+
+def outside_share(q: np.ndarray, q0: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Per joint: the share of frames with |q - q0| > scale."""
+    return (np.abs(q - q0) > scale).mean(axis=0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "lafan1_g1")
+    args = ap.parse_args()
+    robot = load_robot("g1")
+    crit = WindowCriterion()
+    q0 = np.asarray(robot.default_joint_pos)
+    scales = {"ours": np.asarray(robot.action_scale), "uniform_0.4": np.full(robot.num_joints, 0.4)}
+    ours_scale = dict(zip(robot.joint_names, scales["ours"].tolist(), strict=True))
+    out: dict = {"criterion": crit.__dict__, "action_scale_ours": ours_scale}
+    for task, fname in FILES.items():
+        path = args.data / fname
+        if not path.is_file():
+            raise SystemExit(f"{path} not found (expected the LAFAN1 G1 clips; --data DIR)")
+        clip = read_lafan1_csv(path, robot)
+        track, _ = filtered_source_track(clip, robot, LoadCfg().spike_filter)
+        choice = choose_window(track, robot, crit, name=task)
+        starts, score, sane, frames = window_scores(track, robot, crit)
+        ours = int(np.argmin(np.abs(starts - choice.start_s)))
+        s_sane = score[sane]
+        far = sane & (np.abs(starts - choice.start_s) >= crit.duration_s)
+        held = int(np.argmax(np.where(far, score, -np.inf))) if far.any() else None
+        i0 = int(round(choice.start_s * track.fps))
+        q = track.joint_pos[i0 : i0 + frames]
+        reach = {}
+        for name, sc in scales.items():
+            per_joint = outside_share(q, q0, sc)
+            groups = {
+                g: float(np.mean([per_joint[j] for j, n in enumerate(robot.joint_names) if any(k in n for k in keys)]))
+                for g, keys in GROUPS.items()
+            }
+            reach[name] = {"outside_share": float(per_joint.mean()), "by_group": groups}
+        out[task] = {
+            "file": fname,
+            "window_start_s": choice.start_s,
+            "score_rad_s": float(score[ours]),
+            "percentile_among_sane": float((s_sane < score[ours]).mean() * 100.0),
+            "sane_windows": int(sane.sum()),
+            "median_sane_score_rad_s": float(np.median(s_sane)),
+            "held_out_window_start_s": None if held is None else float(starts[held]),
+            "held_out_score_rad_s": None if held is None else float(score[held]),
+            "reach": reach,
+        }
+        r = out[task]
+        print(f"motion_difficulty.{task}.window_start_s: {r['window_start_s']:.1f}  score {r['score_rad_s']:.3f} "
+              f"(percentile {r['percentile_among_sane']:.0f}, median {r['median_sane_score_rad_s']:.3f}; held-out "
+              f"{r['held_out_window_start_s']} s at {r['held_out_score_rad_s']:.3f})")  # fmt: skip
+        for name in scales:
+            print(
+                f"motion_difficulty.{task}.outside_{name}: {reach[name]['outside_share']:.3f} {reach[name]['by_group']}"
+            )
+    res = ROOT / "bench" / "results"
+    res.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(res / "motion_difficulty.json", out)
+    print(f"wrote {res / 'motion_difficulty.json'}")
+
+
+if __name__ == "__main__":
+    main()
