@@ -343,7 +343,12 @@ class RankFailed(Exception):
 
     def __init__(self, rank: int, code: int) -> None:
         self.rank, self.code = rank, code
-        how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+        if code < 0:
+            how = f"was killed by {signal.Signals(-code).name}"
+        elif code == LOST_PEERS_EXIT:
+            how = f"lost the other ranks (a rank hung for {COLLECTIVE_TIMEOUT_S:g} s or its connection broke)"
+        else:
+            how = f"exited with code {code}"
         super().__init__(f"training rank {rank} {how}")
 
     @property
