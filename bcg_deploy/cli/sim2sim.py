@@ -27,7 +27,11 @@ def sim2sim(
         None, help="Exported policy (bcgd export). Optional only with --replay --motion.", show_default=False
     ),
     runs: int = typer.Option(5, "--runs", help="Seeded runs over the whole clip."),
-    jobs: int = typer.Option(0, "--jobs", help="Processes for the runs (0 = one per core; the report is the same)."),
+    jobs: int = typer.Option(
+        0,
+        "--jobs",
+        help="Processes for the runs (0 = one per core when runs x clip >= 100 s, else 1; the report is the same).",
+    ),
     seed: int = typer.Option(0, "--seed", help="Base seed; the same seed reproduces the JSON report."),
     physics_dt: float = typer.Option(0.002, "--physics-dt", help="MuJoCo timestep (s); 0.002 = 500 Hz."),
     latency: str = typer.Option("0", "--latency", help="Action latency in ms, or a uniform range LO:HI (<= 1000)."),

@@ -33,9 +33,19 @@ def available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def resolve_jobs(jobs: int, runs: int) -> int:
-    """Cores for ``runs`` runs (this process and jobs - 1 workers): ``jobs`` (0 = one per available core),
-    at most one per run."""
+AUTO_PARALLEL_S = 100.0
+"""``jobs=0`` starts worker processes only when the runs could simulate at least this many seconds (runs x
+clip length). A worker costs about 1 s to start (imports, ONNX and model set-up) and MuJoCo replays a policy
+at 15-50x real time on one core, so shorter evaluations finish sooner in this process alone. Measured on
+the shared 2-core machine: 4 runs x 15 s, 2.5 s in parallel against 1.7 s in this process; 10 runs x 15 s
+with --noise, 4.5 s against 8.8 s (the report byte-identical)."""
+
+
+def resolve_jobs(jobs: int, runs: int, sim_s: float = float("inf")) -> int:
+    """Cores for ``runs`` runs (this process and jobs - 1 workers), at most one per run: ``jobs``, or for
+    0 one per available core when the runs could simulate ``AUTO_PARALLEL_S`` or more (``sim_s``), else 1."""
+    if jobs == 0 and sim_s < AUTO_PARALLEL_S:
+        return 1
     return max(1, min(jobs if jobs > 0 else available_cores(), runs))
 
 
@@ -96,7 +106,7 @@ def run_all(
     from bcg_deploy.sim2sim.runner import simulate_run
 
     counter = StepCounter(progress, cfg.runs, setup.reference.num_frames - 1)
-    jobs = resolve_jobs(cfg.jobs, cfg.runs)
+    jobs = resolve_jobs(cfg.jobs, cfg.runs, cfg.runs * (setup.reference.num_frames - 1) / setup.reference.fps)
     first = [0] if local_hook is not None else []
     remote = [r for r in range(cfg.runs) if r not in first] if jobs > 1 else []
     results: dict[int, object] = {}

@@ -99,8 +99,9 @@ class Sim2SimConfig:
     """Replay in another G1 model (MJCF file): joints and bodies matched by name, PD gains, effort limits,
     armature and default pose from the ONNX, the model's own collision geometry (``other_model``)."""
     jobs: int = 0
-    """Worker processes for the runs (0 = one per available core, 1 = in this process). The report does
-    not depend on it: each run draws only from its own seeded streams."""
+    """Cores for the runs (this process + jobs - 1 workers; 1 = this process only; 0 = one per available core
+    when the runs could simulate 100 s or more, ``parallel.AUTO_PARALLEL_S``). The report does not depend on
+    it: each run draws only from its own seeded streams."""
 
 
 @dataclass

@@ -135,3 +135,13 @@ def test_model_hash_mismatch_needs_force(untrained_onnx, tmp_path, capsys):
     assert code == 2 and "pass --force" in err
     rep = run_sim2sim(path, Sim2SimConfig(runs=1, force=True, max_duration_s=0.2))
     assert any("--force" in n for n in rep.settings["notes"])
+
+
+def test_jobs_resolution():
+    """jobs=0 parallelises only evaluations long enough to pay for starting worker processes."""
+    from bcg_deploy.sim2sim.parallel import AUTO_PARALLEL_S, available_cores, resolve_jobs
+
+    assert resolve_jobs(0, 5, 5 * 15.0) == 1  # 75 s: starting a worker costs more than it saves
+    assert resolve_jobs(0, 10, 10 * 15.0) == min(available_cores(), 10)
+    assert resolve_jobs(0, 1, AUTO_PARALLEL_S * 2) == 1  # never more processes than runs
+    assert resolve_jobs(3, 2) == 2 and resolve_jobs(1, 8) == 1
