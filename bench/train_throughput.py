@@ -219,7 +219,7 @@ def _syncs_section(trees: dict, args, variants: dict) -> dict:  # noqa: ANN001
     if "bcg" in section and "plain" in section:
         section["cpu_bcg_over_plain"] = {
             c: section["bcg"][c]["cpu_seconds_per_iteration"] / section["plain"][c]["cpu_seconds_per_iteration"]
-            for c in section["plain"]
+            for c in trees
         }
     return section
 
