@@ -192,13 +192,7 @@ def _syncs_section(trees: dict, args, variants: dict) -> dict:  # noqa: ANN001
     section: dict = {}
     for vname, bundle in variants.items():
         for cname, tree in trees.items():
-            out = Path(tempfile.mkdtemp(prefix="bcgd_sy_")) / "r.json"
-            cmd = [sys.executable, str(HERE), "--_syncs", str(out), "--envs", str(args.envs), "--horizon",
-                   str(args.horizon), "--iterations", str(args.iterations), "--warmup", str(args.warmup)]  # fmt: skip
-            if bundle:
-                cmd.append("--_bundle")
-            env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
-            env["PYTHONPATH"] = str(tree)
+            out, cmd, env = _child("--_syncs", tree, args, bundle)
             err = out.with_suffix(".err")
             with open(err, "w") as fh:
                 code = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=fh).returncode
@@ -234,14 +228,20 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
-def _case(tree: Path, ranks: int, args, bundle: bool) -> dict:  # noqa: ANN001
+def _child(flag: str, tree: Path, args, bundle: bool) -> tuple[Path, list[str], dict]:  # noqa: ANN001
+    """(result path, command, environment) of one measurement process of ``tree`` (``flag``: its kind)."""
     out = Path(tempfile.mkdtemp(prefix="bcgd_tt_")) / "r.json"
-    cmd = [sys.executable, str(HERE), "--_measure", str(out), "--envs", str(args.envs), "--horizon",
+    cmd = [sys.executable, str(HERE), flag, str(out), "--envs", str(args.envs), "--horizon",
            str(args.horizon), "--iterations", str(args.iterations), "--warmup", str(args.warmup)]  # fmt: skip
     if bundle:
         cmd.append("--_bundle")
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
     env["PYTHONPATH"] = str(tree)
+    return out, cmd, env
+
+
+def _case(tree: Path, ranks: int, args, bundle: bool) -> dict:  # noqa: ANN001
+    out, cmd, env = _child("--_measure", tree, args, bundle)
     procs = []
     if ranks == 1:
         procs.append(
