@@ -53,6 +53,11 @@ class SimCfg:
     """Gauss-Seidel step: "scalar" (docs/decisions.md D5) or the superseded per-component step (D2)."""
     bias_velocity: Literal["start", "midpoint"] = "start"
     """Velocity of the bias forces: METHOD.md's substep start velocity, or the predicted midpoint velocity."""
+    graphs: bool = False
+    """Replay each control step's kernel launches as captured Warp graphs (``SimConfig.graphs``). Off for
+    training: at 32 envs the iteration time is the same either way (1.62 s on / 1.64 s off, measured), and
+    processes of this session that crashed in libc memset (9 in dmesg) did so in Warp's CPU graph capture
+    (docs/decisions.md D10)."""
 
 
 @dataclass

@@ -517,6 +517,7 @@ def make_simulator(cfg: TrainConfig, robot: RobotSpec, device: torch.device, num
         contact_iterations=cfg.sim.contact_iterations,
         contact_step=cfg.sim.contact_step,
         bias_velocity=cfg.sim.bias_velocity,
+        graphs=cfg.sim.graphs,
     )
     return Simulator(robot, sim)
 
