@@ -58,14 +58,14 @@ class RunningNormalizer(nn.Module):
         """Merge a batch given by its moments: count ``n``, mean [size], M2 = sum of squared deviations
         [size] (float64; e.g. merged over data-parallel ranks). A batch of count 0 changes nothing."""
         n = n.to(self.count)
-        if float(n) == 0.0:
-            return
         tot = self.count + n
+        some = n > 0  # decided on the device: no host read (a CUDA sync) per merge
+        safe = torch.where(some, tot, torch.ones_like(tot))
         delta = b_mean.to(self.mean) - self.mean
-        new_mean = self.mean + delta * (n / tot)
-        m2 = self.var * self.count + b_m2.to(self.mean) + delta.square() * (self.count * n / tot)
-        self.mean.copy_(new_mean)
-        self.var.copy_(m2 / tot)
+        new_mean = self.mean + delta * (n / safe)
+        m2 = self.var * self.count + b_m2.to(self.mean) + delta.square() * (self.count * n / safe)
+        self.mean.copy_(torch.where(some, new_mean, self.mean))
+        self.var.copy_(torch.where(some, m2 / safe, self.var))
         self.count.copy_(tot)
 
     def std(self) -> torch.Tensor:
@@ -74,7 +74,7 @@ class RunningNormalizer(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         mean = self.mean.to(x.dtype)
         std = self.std().to(x.dtype)
-        c = float(self.clip)
+        c = self.clip.to(x.dtype)  # a tensor bound: no host read of the clip per call
         return torch.clamp((x - mean) / std, -c, c)
 
     def denormalize(self, y: torch.Tensor) -> torch.Tensor:
