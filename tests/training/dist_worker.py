@@ -3,7 +3,8 @@
     [BCGD_TEST_DTYPE=float64] python tests/training/dist_worker.py OUT.pt ENVS HORIZON ITERATIONS [ENV_STREAMS]
 
 As a rank it reads torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); without them it is
-one process with ENV_STREAMS random streams. It runs ITERATIONS SHAC updates and saves the actor and
+one process with ENV_STREAMS random streams. It runs ITERATIONS plain SHAC updates (BCG's perturbations come
+from a stream per process, so only its distribution, not each draw, is independent of the split) and saves the actor and
 critic parameters (rank 0 / the single process only).
 """
 
@@ -28,7 +29,7 @@ def main() -> None:
         TrainConfig(),
         [f"env.num_envs={envs}", f"shac.horizon={horizon}", "runner.tensorboard=false",
          f"runner.out_dir={out}.run", f"runner.env_streams={streams}", "runner.iterations=100",
-         "shac.critic_iterations=4", f"sim.dtype={dtype}"],
+         "shac.critic_iterations=4", f"sim.dtype={dtype}", "bcg.enabled=false"],
     )  # fmt: skip
     world = world_from_env(envs, "cpu")
     tr = Trainer(cfg, world=world)

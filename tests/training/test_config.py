@@ -19,7 +19,7 @@ def test_method_defaults():
     assert c.add.hidden == (1024, 512) and c.add.lr == 2.5e-4 and c.add.weight_decay == 1e-4
     assert (c.add.logit_reg, c.add.grad_penalty, c.add.reward_weight) == (0.01, 2.0, 2.0)
     b = c.bcg
-    assert (b.enabled, b.num_branches, b.horizon, b.sigma_p, b.sigma_v, b.tau) == (False, 10, 2, 0.01, 0.02, 400.0)
+    assert (b.enabled, b.num_branches, b.horizon, b.sigma_p, b.sigma_v, b.tau) == (True, 10, 2, 0.01, 0.02, 400.0)
     assert (c.sim.physics_dt, c.sim.substeps, c.sim.kappa) == (0.005, 4, 300.0)
     d = c.domain_rand
     assert d.friction == (0.3, 1.2) and d.kp_scale == (0.8, 1.2) and d.armature_scale == (0.75, 1.25)

@@ -16,7 +16,7 @@ from bcg_deploy.training.runner import Trainer, resume_config
 
 from .conftest import tiny_cfg
 
-TIMING = {"time_s", "iterations_per_s", "env_steps_per_s"}
+TIMING = {"time_s", "iterations_per_s", "env_steps_per_s", "bcg_time_s"}
 
 
 def _run(tmp, motion, *overrides, resume=None):
