@@ -207,7 +207,7 @@ def train_cmd(
     duration: float | None = typer.Option(None, "--duration", help="Window length in the CSV (s).", show_default="15"),
     envs: int | None = typer.Option(None, "--envs", help="Parallel environments.", show_default="64"),
     iterations: int | None = typer.Option(
-        None, "--iterations", help="SHAC iterations (~22 min for 300 on a 2-core CPU; paper 3000).", show_default="300"
+        None, "--iterations", help="SHAC iterations (~55 min for 1200 with BCG on a 2-core CPU; paper 3000).", show_default="1200"
     ),
     horizon: int | None = typer.Option(
         None, "--horizon", help="Differentiable window, control steps.", show_default="32"
