@@ -207,7 +207,10 @@ def train_cmd(
     duration: float | None = typer.Option(None, "--duration", help="Window length in the CSV (s).", show_default="15"),
     envs: int | None = typer.Option(None, "--envs", help="Parallel environments.", show_default="64"),
     iterations: int | None = typer.Option(
-        None, "--iterations", help="SHAC iterations (~55 min for 1200 with BCG on a 2-core CPU; paper 3000).", show_default="1200"
+        None,
+        "--iterations",
+        help="SHAC iterations (~55 min for 1200 with BCG on a 2-core CPU; paper 3000).",
+        show_default="1200",
     ),
     horizon: int | None = typer.Option(
         None, "--horizon", help="Differentiable window, control steps.", show_default="32"
@@ -232,7 +235,7 @@ def train_cmd(
         None,
         "--bundle/--no-bundle",
         help="Bundled Contact Gradients on (SHAC + BCG) or off (plain SHAC).",
-        show_default="--no-bundle",
+        show_default="--bundle",
     ),
     branches: int | None = typer.Option(None, "--branches", help="BCG branches B per bundle.", show_default="10"),
     bundle_steps: int | None = typer.Option(
