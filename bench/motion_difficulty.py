@@ -22,29 +22,13 @@ import numpy as np
 from bcg_deploy.fileio import atomic_write_json
 from bcg_deploy.motions.build import LoadCfg, filtered_source_track
 from bcg_deploy.motions.csv_io import read_lafan1_csv
-from bcg_deploy.motions.windows import WindowCriterion, choose_window, frame_sanity
+from bcg_deploy.motions.windows import WindowCriterion, choose_window, window_scores
 from bcg_deploy.robots import load_robot
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = {"run": "run1_subject2.csv", "jump": "jumps1_subject1.csv", "fight": "fight1_subject2.csv",
          "dance": "dance1_subject1.csv"}  # fmt: skip
 GROUPS = {"legs": ("hip", "knee", "ankle"), "waist": ("waist",), "arms": ("shoulder", "elbow", "wrist")}
-
-
-def window_scores(track, robot, crit: WindowCriterion) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:  # noqa: ANN001
-    """(starts s, scores rad/s, sane mask, frames per window) of every window on the grid."""
-    fps = track.fps
-    n = len(track.root_pos)
-    win = int(round(crit.duration_s * fps))
-    step = max(int(round(crit.step_s * fps)), 1)
-    ok, _ = frame_sanity(track, robot, crit)
-    speed = np.abs(track.joint_vel).mean(axis=1)
-    starts = np.arange(0, n - win, step)
-    csum = np.concatenate([[0.0], np.cumsum(speed)])
-    score = (csum[starts + win + 1] - csum[starts]) / (win + 1)
-    bad = np.concatenate([[0], np.cumsum(~ok)])
-    sane = (bad[starts + win + 1] - bad[starts]) == 0
-    return starts / fps, score, sane, win + 1
 
 
 def outside_share(q: np.ndarray, q0: np.ndarray, scale: np.ndarray) -> np.ndarray:
@@ -69,7 +53,9 @@ def main() -> None:
         clip = read_lafan1_csv(path, robot)
         track, _ = filtered_source_track(clip, robot, LoadCfg().spike_filter)
         choice = choose_window(track, robot, crit, name=task)
-        starts, score, sane, frames = window_scores(track, robot, crit)
+        first, score, sane, _ = window_scores(track, robot, crit)
+        starts = first / track.fps
+        frames = int(round(crit.duration_s * track.fps)) + 1
         ours = int(np.argmin(np.abs(starts - choice.start_s)))
         s_sane = score[sane]
         far = sane & (np.abs(starts - choice.start_s) >= crit.duration_s)

@@ -67,6 +67,23 @@ def frame_sanity(track: Track, robot: RobotSpec, crit: WindowCriterion) -> tuple
     return ok, bottom
 
 
+def window_scores(
+    track: Track, robot: RobotSpec, crit: WindowCriterion
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every window on the ``step_s`` grid: (start frame indices, mean joint speed rad/s, all frames sane,
+    per-frame lowest foot-sphere bottom m) of a source-rate track at least one window long."""
+    win = int(round(crit.duration_s * track.fps))
+    step = max(int(round(crit.step_s * track.fps)), 1)
+    ok, bottom = frame_sanity(track, robot, crit)
+    speed = np.abs(track.joint_vel).mean(axis=1)
+    starts = np.arange(0, len(track.root_pos) - win, step)
+    csum = np.concatenate([[0.0], np.cumsum(speed)])
+    score = (csum[starts + win + 1] - csum[starts]) / (win + 1)
+    bad = np.concatenate([[0], np.cumsum(~ok)])
+    sane = (bad[starts + win + 1] - bad[starts]) == 0
+    return starts, score, sane, bottom
+
+
 def choose_window(
     track: Track, robot: RobotSpec, crit: WindowCriterion | None = None, name: str = "clip"
 ) -> WindowChoice:
@@ -75,16 +92,9 @@ def choose_window(
     fps = track.fps
     n = len(track.root_pos)
     win = int(round(crit.duration_s * fps))  # intervals per window; frames = win + 1
-    step = max(int(round(crit.step_s * fps)), 1)
     if n - 1 < win:
         raise BcgdError(f"{name}: {((n - 1) / fps):.2f} s long, shorter than the {crit.duration_s:g} s task window")
-    ok, bottom = frame_sanity(track, robot, crit)
-    speed = np.abs(track.joint_vel).mean(axis=1)
-    starts = np.arange(0, n - win, step)
-    csum = np.concatenate([[0.0], np.cumsum(speed)])
-    score = (csum[starts + win + 1] - csum[starts]) / (win + 1)
-    bad = np.concatenate([[0], np.cumsum(~ok)])
-    sane = (bad[starts + win + 1] - bad[starts]) == 0
+    starts, score, sane, bottom = window_scores(track, robot, crit)
     if not sane.any():
         raise BcgdError(f"{name}: no {crit.duration_s:g} s window passes the sanity checks (root height, tilt, feet)")
     best = int(np.argmax(np.where(sane, score, -np.inf)))
