@@ -20,7 +20,6 @@ which sim2sim uses to build the same observation from the MuJoCo state.
 from __future__ import annotations
 
 import io
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ import yaml
 from torch import nn
 
 from bcg_deploy.errors import BcgdError
-from bcg_deploy.export.graph import REF_KEYS, FoldedNormalizer
+from bcg_deploy.export.graph import REF_KEYS, FoldedNormalizer, trace_module
 from bcg_deploy.export.metadata import _floats, bcgd_keys, csv_keys
 from bcg_deploy.profiles import ObsProfile, get_profile, profile_of_config
 from bcg_deploy.robots import RobotSpec
@@ -123,21 +122,8 @@ def build_deploy_policy(ckpt: dict, robot: RobotSpec, profile: ObsProfile) -> tu
 def trace_static(module: nn.Module, consumer: Consumer, obs_dim: int) -> onnx.ModelProto:
     """Trace ``module`` with static [1, ...] shapes at opset 11 (what the C++ runners bind)."""
     args: tuple = (torch.zeros(1, obs_dim),) + ((torch.zeros(1, 1),) if "time_step" in consumer.inputs else ())
-    buf = io.BytesIO()
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            module,
-            args,
-            buf,
-            dynamo=False,
-            opset_version=DEPLOY_OPSET,
-            input_names=list(consumer.inputs),
-            output_names=list(consumer.outputs),
-            dynamic_axes={},
-            do_constant_folding=True,
-        )
-    return onnx.load_from_string(buf.getvalue())
+    names_in, names_out = list(consumer.inputs), list(consumer.outputs)
+    return trace_module(module, args, names_in, names_out, opset=DEPLOY_OPSET, dynamic_batch=False)
 
 
 def parity_feeds(

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import io
 import os
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -24,6 +22,7 @@ from bcg_deploy.export.graph import (
     example_inputs,
     input_names,
     output_names,
+    trace_module,
 )
 from bcg_deploy.export.metadata import build_metadata, timing
 from bcg_deploy.fileio import atomic_write_bytes
@@ -103,29 +102,10 @@ def _check_writable(path: Path) -> None:
         raise BcgdError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def trace_module(module: torch.nn.Module, args: tuple, names_in: list[str], names_out: list[str]) -> onnx.ModelProto:
-    """Trace ``module`` on ``args`` to an in-memory ONNX model (opset 17, dynamic batch, weights inside)."""
-    buf = io.BytesIO()
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            module,
-            args,
-            buf,
-            dynamo=False,
-            opset_version=OPSET,
-            input_names=names_in,
-            output_names=names_out,
-            dynamic_axes={n: {0: "batch"} for n in names_in + names_out},
-            do_constant_folding=True,
-        )
-    return onnx.load_from_string(buf.getvalue())
-
-
 def trace_onnx(module: torch.nn.Module, signature: Signature, obs_dim: int, num_joints: int) -> onnx.ModelProto:
     """The policy module of ``signature`` traced with its input and output names (``trace_module``)."""
     args = example_inputs(signature, 2, obs_dim, num_joints)
-    return trace_module(module, args, list(input_names(signature)), list(output_names(signature)))
+    return trace_module(module, args, list(input_names(signature)), list(output_names(signature)), opset=OPSET)
 
 
 def session(model_bytes: bytes) -> ort.InferenceSession:

@@ -20,9 +20,12 @@ out for a small graph). The obs signature is the modules below (float32).
 
 from __future__ import annotations
 
+import io
+import warnings
 from typing import Any, Literal
 
 import numpy as np
+import onnx
 import torch
 from torch import nn
 
@@ -196,3 +199,31 @@ def to_numpy_inputs(signature: Signature, tensors: tuple[torch.Tensor, ...]) -> 
     return {
         n: t.detach().cpu().numpy().astype(np.float32) for n, t in zip(input_names(signature), tensors, strict=True)
     }
+
+
+def trace_module(
+    module: torch.nn.Module,
+    args: tuple,
+    names_in: list[str],
+    names_out: list[str],
+    opset: int = 17,
+    dynamic_batch: bool = True,
+) -> onnx.ModelProto:
+    """Trace ``module`` on ``args`` to an in-memory ONNX model (weights inside; a dynamic batch axis on
+    every input and output unless ``dynamic_batch`` is False: the static shapes C++ runners bind)."""
+    buf = io.BytesIO()
+    axes = {n: {0: "batch"} for n in names_in + names_out} if dynamic_batch else {}
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            module,
+            args,
+            buf,
+            dynamo=False,
+            opset_version=opset,
+            input_names=names_in,
+            output_names=names_out,
+            dynamic_axes=axes,
+            do_constant_folding=True,
+        )
+    return onnx.load_from_string(buf.getvalue())
