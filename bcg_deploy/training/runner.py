@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import math
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -395,7 +396,7 @@ class Trainer:
         end = cfg.iterations if cfg.stop_at <= 0 else min(cfg.stop_at, cfg.iterations)
         existing = self.run_dir / CHECKPOINT_NAME
         saved: Path | None = existing if self.iteration >= end and existing.exists() else None
-        previous = self._catch_sigint() if self.world.distributed else None
+        previous = Trainer._catch_sigint(self)
         try:
             while self.iteration < end:
                 self.step()
@@ -420,10 +421,17 @@ class Trainer:
                 self._event("plot_failed", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         return TrainResult(self.run_dir, saved, self.iteration, self.last_metrics, self.events)
 
-    def _catch_sigint(self):  # noqa: ANN202 - a signal handler
-        """In a data-parallel run, Ctrl-C marks a stop request that the ranks agree on at the iteration end."""
+    def _catch_sigint(self):  # noqa: ANN202 - the previous signal handler, or None
+        """Ctrl-C marks a stop request, acted on at the end of the iteration (agreed by every rank of a
+        data-parallel run); a second Ctrl-C interrupts at once. A KeyboardInterrupt raised anywhere instead
+        can land in a garbage-collection finalizer, which Python reports and swallows, and the run goes on
+        (seen with SHAC + BCG). Only in the main thread (signals cannot be caught elsewhere)."""
+        if threading.current_thread() is not threading.main_thread():
+            return None
 
         def request_stop(signum, frame) -> None:  # noqa: ANN001
+            if self._stop_requested:
+                raise KeyboardInterrupt
             self._stop_requested = True
 
         return signal.signal(signal.SIGINT, request_stop)
