@@ -39,22 +39,7 @@ def make_payload(robot, motion, actor_seed: int = 0, norm_scale: float = 1.0) ->
         for _ in range(4):
             obs = om.add_noise(om(q, qd, torch.arange(q.shape[0])), gen)
             norm.update(obs * norm_scale)
-    cfg = TrainConfig()
-    cfg.shac.actor_hidden = actor.hidden
-    plain = to_dict(cfg)
-    plain["sim"]["control_dt"] = cfg.sim.physics_dt * cfg.sim.substeps
-    return build_checkpoint(
-        robot=robot,
-        motion=motion,
-        observation=om,
-        config=plain,
-        actor=actor,
-        obs_normalizer=norm,
-        critics=critics,
-        target_critics=critics,
-        optimizers={"actor": torch.optim.Adam(actor.parameters())},
-        iteration=0,
-    )
+    return _checkpoint(robot, motion, om, actor, norm, critics)
 
 
 @contextmanager
@@ -140,9 +125,15 @@ def make_profile_payload(robot, motion, profile: str, actor_seed: int = 0) -> di
         for _ in range(4):
             last = 2 * torch.rand(q.shape[0], robot.num_joints, generator=gen) - 1
             norm.update(om.add_noise(om(q, qd, torch.arange(q.shape[0]), last), gen))
+    return _checkpoint(robot, motion, om, actor, norm, critics, profile)
+
+
+def _checkpoint(robot, motion, om, actor, norm, critics, profile: str | None = None) -> dict:  # noqa: ANN001
+    """An export-ready checkpoint dict of these networks (default config; ``profile``: env.obs_profile)."""
     cfg = TrainConfig()
     cfg.shac.actor_hidden = actor.hidden
-    cfg.env.obs_profile = profile
+    if profile is not None:
+        cfg.env.obs_profile = profile
     plain = to_dict(cfg)
     plain["sim"]["control_dt"] = cfg.sim.physics_dt * cfg.sim.substeps
     return build_checkpoint(
