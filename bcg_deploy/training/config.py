@@ -167,6 +167,10 @@ class SHACCfg:
     critic_hidden: tuple[int, ...] = (256, 256)
     num_critics: int = 3
     """Ensemble size; the value is the mean."""
+    critic_bf16: bool = False
+    """Run the critic regression's forward pass under bf16 autocast (CPUs with AMX / AVX-512 bf16, GPUs).
+    Off by default: the actor, reward and simulator chain and the target critic stay float32 either way
+    (bench/critic_precision.py compares the learning curves)."""
     critic_iterations: int = 16
     critic_minibatches: int = 4
     target_alpha: float = 0.995

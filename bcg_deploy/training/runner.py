@@ -242,7 +242,7 @@ class Trainer:
             s.obs_normalizer.load_state_dict(ck["obs_normalizer"])
             s.critic.load_member_state_dicts(ck["critics"])
             s.target_critic.load_member_state_dicts(ck["target_critics"])
-            s.actor_optimizer.load_state_dict(_optimizer_state(ck["optimizers"]["actor"]))
+            s.load_actor_optimizer_state(_optimizer_state(ck["optimizers"]["actor"]))
             s.load_critic_optimizer_state(_optimizer_state(ck["optimizers"]["critic"]))
             self.add.disc.load_state_dict(ck["discriminator"])
             self.add.norm.load_state_dict(ck["add_normalizer"])

@@ -19,6 +19,7 @@ the single-process gradients. One collective per optimiser step carries the grad
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import torch
@@ -90,6 +91,21 @@ def clip_and_sanitize(params: list[torch.Tensor], max_norm: float) -> tuple[torc
     return norm, bad
 
 
+def fused_adam(params: Iterable[torch.Tensor], lr: float, betas: tuple[float, float]) -> torch.optim.Adam:
+    """Adam with torch's fused kernel: one pass over each tensor instead of about ten elementwise ops
+    (same update; the critic's 64 steps per iteration cost 3-4 ms less each at the paper's size). A step
+    is skipped on the device, without a host read, by setting ``optimizer.found_inf`` to a 0-d float
+    tensor that is 1 (the step count and moments stay as they were, as under torch's GradScaler)."""
+    return torch.optim.Adam(params, lr=lr, betas=betas, fused=True)
+
+
+def use_fused(optimizer: torch.optim.Optimizer) -> None:
+    """Keep an optimiser fused after ``load_state_dict`` (which restores a checkpoint's ``foreach`` /
+    ``fused`` flags along with its hyperparameters)."""
+    for g in optimizer.param_groups:
+        g["fused"], g["foreach"] = True, None
+
+
 class SHAC(nn.Module):
     """Actor, critic ensemble + target, normalisers and optimisers; see the module docstring."""
 
@@ -108,10 +124,8 @@ class SHAC(nn.Module):
         self.obs_normalizer = RunningNormalizer(obs_dim)
         self.ret_normalizer = RunningNormalizer(1)
         self.register_buffer("ret", torch.zeros(num_envs, dtype=torch.float64))
-        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr, betas=cfg.betas, foreach=True)
-        self.critic_optimizer = torch.optim.Adam(
-            self.critic.parameters(), lr=cfg.critic_lr, betas=cfg.betas, foreach=True
-        )
+        self.actor_optimizer = fused_adam(self.actor.parameters(), cfg.actor_lr, cfg.betas)
+        self.critic_optimizer = fused_adam(self.critic.parameters(), cfg.critic_lr, cfg.betas)
         self.minibatch_generator = torch.Generator()
         self.minibatch_generator.manual_seed(common_seed(seed))
         self.counters = {"actor_skipped": 0, "critic_skipped": 0, "nan_grad_actor": 0, "nan_grad_critic": 0}
@@ -138,6 +152,12 @@ class SHAC(nn.Module):
             groups = [{**sd["param_groups"][0], "params": list(range(len(params)))}]
             sd = {"state": state, "param_groups": groups}
         self.critic_optimizer.load_state_dict(sd)
+        use_fused(self.critic_optimizer)
+
+    def load_actor_optimizer_state(self, sd: dict) -> None:
+        """The actor optimiser's state dict (kept fused)."""
+        self.actor_optimizer.load_state_dict(sd)
+        use_fused(self.actor_optimizer)
 
     def normalize(self, obs: torch.Tensor) -> torch.Tensor:
         return self.obs_normalizer(obs) if self.cfg.normalize_obs else obs
@@ -292,7 +312,12 @@ class SHAC(nn.Module):
         return x[kept_local], y[kept_local], rows, int(keep_all.sum())
 
     def update_critic(self, roll: Rollout) -> dict[str, float]:
-        """TD(lambda) targets, then ``critic_iterations`` passes over ``critic_minibatches`` shuffled batches."""
+        """TD(lambda) targets, then ``critic_iterations`` passes over ``critic_minibatches`` shuffled batches.
+
+        A minibatch whose (all-reduced) loss is non-finite skips its optimiser step on the device
+        (``found_inf``); the skips and the last pass's mean loss are read once, at the end. With
+        ``critic_bf16`` the ensemble's forward pass of the regression runs under bf16 autocast (the loss,
+        gradients, optimiser and the target critic stay in the run's precision)."""
         cfg = self.cfg
         x, y, rows, total = self._critic_samples(roll)
         if total == 0:
@@ -301,7 +326,8 @@ class SHAC(nn.Module):
         params = list(self.critic.parameters())
         bs = max(1, total // cfg.critic_minibatches)
         k = self.critic.num
-        last = float("nan")
+        skipped = torch.zeros((), device=x.device)
+        losses: list[torch.Tensor] = []
         for _ in range(cfg.critic_iterations):
             perm = torch.randperm(total, generator=self.minibatch_generator).to(x.device)
             losses = []
@@ -313,24 +339,28 @@ class SHAC(nn.Module):
                 if rows is not None:  # this rank's part of the minibatch
                     idx = rows[idx]
                     idx = idx[idx >= 0]
-                pred = self.critic.each(x[idx])
-                loss = (pred - y[idx]).square().sum(dim=-1).sum() / count
+                with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=cfg.critic_bf16):
+                    pred = self.critic.each(x[idx])
+                loss = (pred.to(y.dtype) - y[idx]).square().sum(dim=-1).sum() / count
                 self.critic_optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 loss = self.world.all_reduce_grads(params, loss.detach())
-                if not bool(torch.isfinite(loss)):
-                    self.critic_optimizer.zero_grad(set_to_none=True)
-                    self.counters["critic_skipped"] += 1
-                    continue
+                bad_loss = (~torch.isfinite(loss)).float()
                 _, bad = clip_and_sanitize(params, cfg.critic_grad_clip)
                 self.counters["nan_grad_critic"] += int(bad > 0)
+                self.critic_optimizer.found_inf = bad_loss  # 1: this step is skipped, state untouched
                 self.critic_optimizer.step()
-                losses.append(loss.detach() / k)
-            if losses:
-                last = float(torch.stack(losses).mean())
+                skipped += bad_loss
+                losses.append(loss / k)
+        self.critic_optimizer.found_inf = None
         self._update_target()
         y_sum = self.world.all_reduce_(y.double().sum().reshape(1))
-        return {"critic_loss": last, "value_target_mean": float(y_sum[0]) / total}
+        last = torch.stack(losses) if losses else torch.full((1,), float("nan"))
+        ok = torch.isfinite(last)
+        last_mean = torch.where(ok, last, 0.0).sum() / ok.sum()  # NaN when every step was skipped
+        n_skipped, last_loss, y_total = torch.stack([skipped, last_mean, y_sum[0].to(last_mean)]).tolist()
+        self.counters["critic_skipped"] += int(n_skipped)
+        return {"critic_loss": last_loss, "value_target_mean": y_total / total}
 
     @torch.no_grad()
     def _update_target(self) -> None:

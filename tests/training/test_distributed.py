@@ -77,16 +77,17 @@ def test_two_ranks_of_32_envs_update_like_one_process_of_64_in_float64(tmp_path:
 
 
 def test_two_ranks_of_32_envs_update_like_one_process_of_64_in_float32(tmp_path: Path) -> None:
-    """In float32 the gradients and the critic agree to 1e-5 (element-wise, relative to the largest entry).
+    """In float32 the gradients agree to 1e-5 element-wise (relative to the largest entry) and the actor's
+    and critics' parameters to 1e-5 relative (norm of the difference over the norm, per tensor).
 
-    The actor's parameters agree to 1e-4 (norm of the difference over the norm, per tensor): Adam's first
-    step moves an entry by lr g / (|g| + 1e-8), which turns the float32 rounding of entries with |g| ~ 1e-6
-    (0.2 % of them here) into percent-level differences of their step. The float64 test shows the split
-    itself is exact."""
+    Element-wise the parameters differ more (about 2e-4 on this CPU): Adam moves an entry by about
+    lr g / (|g| + 1e-8) whatever |g| is, so the float32 rounding of the entries whose gradient nearly
+    cancels (|g| ~ 1e-7 against summands of 1e-2) becomes a difference of their step, compounded over the
+    critic's 64 steps. The float64 test shows the split itself is exact."""
     a, b = _one_update(tmp_path, "float32")
     assert _worst(a, b, "actor_grad") < 1e-5
-    assert _worst(a, b, "critic") < 1e-5
-    assert _worst(a, b, "actor", norm=True) < 1e-4
+    assert _worst(a, b, "critic", norm=True) < 1e-5
+    assert _worst(a, b, "actor", norm=True) < 1e-5
     assert abs(a["metrics"]["reward"] - b["metrics"]["reward"]) < 1e-5
 
 
