@@ -1,6 +1,6 @@
 """bf16 critic regression against float32: learning curves and evaluation, with the seed spread as the yardstick.
 
-    python bench/critic_precision.py                       # 32 envs, horizon 32, 200 iterations, seeds 0 1
+    python bench/critic_precision.py                       # 16 envs, horizon 16, 300 iterations, seeds 0 1
     python bench/critic_precision.py --envs 64 --horizon 32 --iterations 200 --task dance
 
 ``shac.critic_bf16`` runs the forward pass of the critic regression under bf16 autocast (the actor, reward,
@@ -110,9 +110,9 @@ def _compare(fp: list[dict], bf: list[dict], key: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--task", default="dance")
-    ap.add_argument("--envs", type=int, default=32)
-    ap.add_argument("--horizon", type=int, default=32)
-    ap.add_argument("--iterations", type=int, default=200)
+    ap.add_argument("--envs", type=int, default=16)
+    ap.add_argument("--horizon", type=int, default=16)
+    ap.add_argument("--iterations", type=int, default=300)
     ap.add_argument("--kappa", type=float, default=300.0)
     ap.add_argument("--bundle", action=argparse.BooleanOptionalAction, default=False, help="SHAC + BCG runs")
     ap.add_argument("--bf16-seeds", type=int, nargs="+", default=[0])
