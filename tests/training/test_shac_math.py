@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from bcg_deploy.training.config import SHACCfg
-from bcg_deploy.training.shac import SHAC, td_lambda_targets
+from bcg_deploy.training.shac import SHAC, Rollout, td_lambda_targets
 
 
 def _lambda_return_reference(r, v, done, gamma, lam):
@@ -60,3 +60,36 @@ def test_lr_decays_linearly_and_target_is_polyak():
     s._update_target()
     for b, p, tp in zip(before, s.critic.parameters(), s.target_critic.parameters(), strict=True):
         torch.testing.assert_close(tp, 0.995 * b + 0.005 * p)
+
+
+def _critic_rollout(n: int = 8, e: int = 4, obs_dim: int = 5) -> Rollout:
+    g = torch.Generator().manual_seed(3)
+    obs = torch.randn(n, e, obs_dim, generator=g)
+    z = torch.zeros(n, e)
+    return Rollout(
+        actor_loss=torch.zeros(()), obs=obs, obs_norm=obs, rewards=torch.rand(n, e, generator=g), raw_rewards=z,
+        next_values=torch.rand(n, e, generator=g), done=torch.zeros(n, e, dtype=torch.bool), deltas=z[..., None],
+        valid=torch.ones(n, e, dtype=torch.bool),
+    )  # fmt: skip
+
+
+def test_a_non_finite_critic_loss_skips_the_step_and_leaves_adam_untouched():
+    """An overflowing (inf) minibatch loss with finite gradients: every step is skipped on the device, so the
+    critics and Adam's step counts and moments stay as they were; a finite update takes all 16 x 4 steps."""
+    cfg = SHACCfg(actor_hidden=(8,), critic_hidden=(8,), num_critics=2, critic_iterations=16, critic_minibatches=4)
+    s = SHAC(cfg, 5, 2, num_envs=4)
+    roll = _critic_rollout()
+    with torch.no_grad():
+        s.critic.out_bias.fill_(1e30)  # (pred - y)^2 overflows float32; its gradient 2 (pred - y) does not
+    before = [p.detach().clone() for p in s.critic.parameters()]
+    stats = s.update_critic(roll)
+    assert s.counters["critic_skipped"] == 64 and stats["critic_loss"] != stats["critic_loss"]  # NaN
+    for b, p in zip(before, s.critic.parameters(), strict=True):
+        assert torch.equal(b, p)
+    for st in s.critic_optimizer.state.values():
+        assert float(st["step"]) == 0 and not st["exp_avg"].any() and not st["exp_avg_sq"].any()
+    with torch.no_grad():
+        s.critic.out_bias.zero_()
+    stats = s.update_critic(roll)
+    assert s.counters["critic_skipped"] == 64 and stats["critic_loss"] > 0
+    assert all(float(st["step"]) == 64 for st in s.critic_optimizer.state.values())
