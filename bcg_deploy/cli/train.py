@@ -68,8 +68,8 @@ def build_config(
 
     ``algo`` "ppo" starts from the paper's PPO scale (``config.ppo_defaults``); there ``horizon`` is PPO's
     rollout length (``ppo.num_steps_per_env``). ``bcg`` maps ``BCGCfg`` field names (enabled, num_branches,
-    horizon, sigma_p, sigma_v, tau) to the values given on the command line (None = not given); they may
-    change on resume.
+    horizon, sigma_p, sigma_v, tau, max_dq, max_dqd) to the values given on the command line (None = not
+    given); they may change on resume.
     """
     if resume is not None:
         from bcg_deploy.training.runner import resume_point
@@ -248,6 +248,18 @@ def train_cmd(
         None, "--sigma-v", help="BCG foot velocity perturbation std, m/s.", show_default="0.02"
     ),
     tau: float | None = typer.Option(None, "--tau", help="BCG trigger: per-foot normal force, N.", show_default="400"),
+    max_dq: float | None = typer.Option(
+        None,
+        "--bcg-max-dq",
+        help="BCG per-joint clamp of the angle offsets, rad (paper's early table: 0.1).",
+        show_default="off",
+    ),
+    max_dqd: float | None = typer.Option(
+        None,
+        "--bcg-max-dqd",
+        help="BCG per-joint clamp of the rate offsets, rad/s (paper's early table: 0.5).",
+        show_default="off",
+    ),
     obs: str | None = typer.Option(
         None, "--obs", help="Actor observation profile: paper (default), beyondmimic, beyondmimic_wose, unitree."
     ),
@@ -284,7 +296,7 @@ def train_cmd(
         if found:
             err_console.print(f"note: {found}", highlight=False)
     bcg = {"enabled": bundle, "num_branches": branches, "horizon": bundle_steps, "sigma_p": sigma_p,
-           "sigma_v": sigma_v, "tau": tau}  # fmt: skip
+           "sigma_v": sigma_v, "tau": tau, "max_dq": max_dq, "max_dqd": max_dqd}  # fmt: skip
     if obs is not None:
         overrides = [*overrides, f"env.obs_profile={obs}"]
     notes: list[str] = []

@@ -10,7 +10,8 @@ Per env and control step k, ``BundledTransition.__call__(q, qd, q_target)``:
   rates of the triggering leg (both legs if both feet trigger; the floating base is never perturbed):
   dq = J+ dp, dqd = J+ dv with dp ~ N(0, sigma_p^2 I3), dv ~ N(0, sigma_v^2 I3), J the 3 x 6 positional
   Jacobian (world frame) of the foot body origin (ankle_roll_link) w.r.t. that leg's hinges at q_k,
-  J+ = J^T (J J^T + lambda I)^-1. Offsets are drawn from the transition's own generator (so plain and
+  J+ = J^T (J J^T + lambda I)^-1, then clamped per joint to +/- ``max_dq`` / ``max_dqd`` when those are
+  set (default: no clamp). Offsets are drawn from the transition's own generator (so plain and
   bundled runs with one seed see the same policy, reset and exploration noise) and are constants.
 - Evolution: the branches of a bundling env evolve H control steps, each from its own state, under the
   action the env passes in (a_k from the nominal state first, then the policy on the average).
@@ -123,6 +124,11 @@ def damped_pinv(jac: torch.Tensor, damping: float) -> torch.Tensor:
     return torch.linalg.solve(a, jac).transpose(-1, -2)  # (A^-1 J)^T = J^T A^-1 (A symmetric)
 
 
+def _clamp(x: torch.Tensor, bound: float | None) -> torch.Tensor:
+    """``x`` clamped element-wise to [-bound, bound]; unchanged when ``bound`` is None."""
+    return x if bound is None else x.clamp(-bound, bound)
+
+
 def average_branches(q: torch.Tensor, qd: torch.Tensor, ref_quat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Aggregate branch states q [n, B, 36], qd [n, B, 35] into [n, 36], [n, 35] (differentiable).
 
@@ -157,6 +163,10 @@ def check_bcg_cfg(cfg: BCGCfg) -> BCGCfg:
         (not math.isnan(cfg.tau), "bcg.tau must be a number (N)", cfg.tau),
         (fin(cfg.damping) and cfg.damping > 0, "bcg.damping must be finite and > 0", cfg.damping),
     ]
+    for name in ("max_dq", "max_dqd"):
+        v = getattr(cfg, name)
+        unit = "rad" if name == "max_dq" else "rad/s"
+        checks.append((v is None or (fin(v) and v > 0), f"bcg.{name} must be finite and > 0 ({unit}) or none", v))
     for ok, msg, value in checks:
         if not ok:
             raise BcgdError(f"{msg}, got {value}")
@@ -407,7 +417,8 @@ class BundledTransition:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Constant joint offsets dq [n, B, 36], dqd [n, B, 35] (float64) for envs at ``q`` [n, 36]
         whose feet ``feet`` [n, F] triggered (``per_foot``: how many per foot): dq = J+ dp, dqd = J+ dv on
-        each triggering leg's hinges."""
+        each triggering leg's hinges, clamped per joint to +/- ``cfg.max_dq`` (rad) / ``cfg.max_dqd`` (rad/s)
+        when set."""
         n, B = q.shape[0], self.cfg.num_branches
         gen, dev = self.generator, self.device
         dq = torch.zeros(n, B, self.nq, dtype=torch.float64, device=dev)
@@ -423,8 +434,8 @@ class BundledTransition:
             dp = self.cfg.sigma_p * torch.randn(m, B, 3, 1, generator=gen, dtype=torch.float64, device=dev)
             dv = self.cfg.sigma_v * torch.randn(m, B, 3, 1, generator=gen, dtype=torch.float64, device=dev)
             rows_q, rows_qd = dq.index_select(0, sel), dqd.index_select(0, sel)
-            rows_q[..., qpos] = (pinv[:, None] @ dp)[..., 0]
-            rows_qd[..., dof] = (pinv[:, None] @ dv)[..., 0]
+            rows_q[..., qpos] = _clamp((pinv[:, None] @ dp)[..., 0], self.cfg.max_dq)
+            rows_qd[..., dof] = _clamp((pinv[:, None] @ dv)[..., 0], self.cfg.max_dqd)
             dq = dq.index_copy(0, sel, rows_q)
             dqd = dqd.index_copy(0, sel, rows_qd)
         return dq, dqd

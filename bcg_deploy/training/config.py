@@ -245,6 +245,14 @@ class BCGCfg:
     """Trigger: per-foot normal force (N) above which a bundle starts."""
     damping: float = 1e-4
     """Damped pseudoinverse lambda."""
+    max_dq: float | None = None
+    """Per-joint clamp (rad) of the branch angle offsets dq = J+ dp: each perturbed leg hinge's offset is
+    clamped element-wise to +/- max_dq after the pseudoinverse mapping (near a straight knee J+ maps 1 cm to
+    tenths of a rad). None: no clamp (our default); an earlier version of the paper's parameter table lists
+    |dq| <= 0.1 rad."""
+    max_dqd: float | None = None
+    """Per-joint clamp (rad/s) of the branch rate offsets dqd = J+ dv, as ``max_dq``. None: no clamp (our
+    default); that earlier table lists |dqd| <= 0.5 rad/s."""
 
 
 @dataclass

@@ -158,6 +158,35 @@ def test_offsets_perturb_only_the_triggering_legs(setup):
     assert float(dq[0][:, list(left.qpos)].abs().max()) > 1e-4
 
 
+def _start_offsets(env, state, cfg: BCGCfg, seed: int = 5) -> tuple[torch.Tensor, torch.Tensor]:
+    """The offsets (dq, dqd) of bundles started by both feet of every env, one step from ``state``."""
+    env.load_state_dict(state)
+    tr = BundledTransition(cfg, env, seed=seed)
+    tr.force = torch.full((3, 2), 1e4, dtype=torch.float64)
+    with torch.no_grad():
+        tr(env.q.clone(), env.qd.clone(), env.q[:, 7:].clone())
+    ids, dq, dqd = tr.last_offsets
+    assert ids.tolist() == [0, 1, 2]
+    return dq, dqd
+
+
+def test_joint_space_clamp_bounds_the_offsets(setup):
+    """max_dq / max_dqd clamp every joint offset element-wise after J+; offsets inside stay bit-identical."""
+    env, _, state = setup
+    assert BCGCfg().max_dq is None and BCGCfg().max_dqd is None  # off by default
+    free_q, free_qd = _start_offsets(env, state, _bcg(num_branches=8, sigma_p=0.05, sigma_v=0.5))
+    bq, bqd = 0.5 * float(free_q.abs().max()), 0.5 * float(free_qd.abs().max())
+    dq, dqd = _start_offsets(env, state, _bcg(num_branches=8, sigma_p=0.05, sigma_v=0.5, max_dq=bq, max_dqd=bqd))
+    for free, clamped, bound in ((free_q, dq, bq), (free_qd, dqd, bqd)):
+        inside = free.abs() <= bound
+        assert int((~inside).sum()) > 0 and int((inside & (free != 0)).sum()) > 0  # both cases occur
+        assert float(clamped.abs().max()) <= bound
+        assert torch.equal(clamped[inside], free[inside])
+        assert torch.equal(clamped[~inside], torch.sign(free[~inside]) * bound)
+    # the same draws: both transitions consumed the generator alike; without a bound nothing was clamped
+    assert torch.equal(dq == 0, free_q == 0) and float(free_q.abs().max()) == 2 * bq
+
+
 def test_bundle_lifecycle_and_reset(setup):
     env, _, state = setup
     env.load_state_dict(state)
@@ -310,24 +339,35 @@ def test_h1_gradient_is_branch_average_of_separate_sensitivities(setup):
 
 
 def test_bad_bcg_values_are_one_line_errors():
-    for field, value in (("num_branches", 0), ("horizon", 0), ("sigma_p", -0.01), ("damping", 0.0)):
+    bad = [("num_branches", 0), ("horizon", 0), ("sigma_p", -0.01), ("damping", 0.0)]
+    bad += [(f, v) for f in ("max_dq", "max_dqd") for v in (0.0, -0.1, "nan", "inf")]
+    for field, value in bad:
         cfg = tiny_cfg("bcg.enabled=true", f"bcg.{field}={value}")
-        with pytest.raises(BcgdError, match=f"bcg.{field}"):
+        with pytest.raises(BcgdError, match=f"bcg.{field} must"):
             cfg.validate()
+    cfg = tiny_cfg("bcg.enabled=true", "bcg.max_dq=0.1", "bcg.max_dqd=0.5").validate()
+    assert (cfg.bcg.max_dq, cfg.bcg.max_dqd) == (0.1, 0.5)
+    assert tiny_cfg("bcg.max_dq=0.1", "bcg.max_dq=none").validate().bcg.max_dq is None
     code = "import sys; from bcg_deploy.cli import main; sys.argv = ['bcgd', *sys.argv[1:]]; main()"
     args = ["train", "dance", "--bundle", "--branches", "0", "--iterations", "1"]
     res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "bcg.num_branches must be >= 1" in res.stderr
     assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    res = subprocess.run([sys.executable, "-c", code, "train", "--bcg-max-dqd", "-1", "--iterations", "1"],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert res.returncode == 2
+    assert res.stderr.strip() == "error: bcg.max_dqd must be finite and > 0 (rad/s) or none, got -1.0"
 
 
 def test_cli_options_reach_the_config():
     from bcg_deploy.cli.train import build_config
 
-    bcg = {"enabled": True, "num_branches": 4, "horizon": 3, "sigma_p": 0.02, "sigma_v": 0.01, "tau": 300.0}
+    bcg = {"enabled": True, "num_branches": 4, "horizon": 3, "sigma_p": 0.02, "sigma_v": 0.01, "tau": 300.0,
+           "max_dq": 0.1, "max_dqd": 0.5}  # fmt: skip
     cfg = build_config("dance", None, None, None, None, None, None, None, None, None, None, None, [], None, bcg)
     b = cfg.bcg
     assert (b.enabled, b.num_branches, b.horizon, b.sigma_p, b.sigma_v, b.tau) == (True, 4, 3, 0.02, 0.01, 300.0)
+    assert (b.max_dq, b.max_dqd) == (0.1, 0.5)
     cfg = build_config("dance", None, None, None, None, None, None, None, None, None, None, None, [], None,
                        {"enabled": False})  # fmt: skip
     assert not cfg.bcg.enabled and cfg.bcg.num_branches == 10 and cfg.bcg.tau == 400.0
