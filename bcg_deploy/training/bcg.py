@@ -289,11 +289,14 @@ class BundledTransition:
             "generator": self.generator.get_state(),
             "generator_device": self.device.type,
         }
-        for name in ("br_q", "br_qd", "avg_q", "avg_qd"):
+        for name, shape in self._carried_shapes().items():  # always present: ranks' states merge by key
             v = getattr(self, name)
-            if v is not None:
-                d[name] = v.detach().clone()
+            d[name] = v.detach().clone() if v is not None else torch.zeros(shape, dtype=self.dtype, device=self.device)
         return d
+
+    def _carried_shapes(self) -> dict[str, tuple[int, ...]]:
+        E, B = self.num_envs, self.cfg.num_branches
+        return {"br_q": (E, B, self.nq), "br_qd": (E, B, self.nv), "avg_q": (E, self.nq), "avg_qd": (E, self.nv)}
 
     def load_state_dict(self, d: dict[str, Any]) -> None:
         E = self.num_envs
@@ -311,9 +314,14 @@ class BundledTransition:
         self.force = d["force"].to(self.device, self.dtype)
         if "generator" in d:  # absent when a run resumes at another world size: a fresh stream
             self._load_generator(d["generator"], d.get("generator_device", "cpu"))
-        for name in ("br_q", "br_qd", "avg_q", "avg_qd"):
-            v = d.get(name)
-            setattr(self, name, v.to(self.device, self.dtype) if v is not None else None)
+        if any(d.get(name) is None for name in self._carried_shapes()):
+            # a state without the branch states (older checkpoints merged from ranks that had none): the
+            # open bundles cannot continue, so they close and their envs step nominally
+            self.left = torch.zeros_like(self.left)
+            self.br_q = self.br_qd = self.avg_q = self.avg_qd = None
+            return
+        for name in self._carried_shapes():
+            setattr(self, name, d[name].to(self.device, self.dtype))
 
     def _load_generator(self, state: torch.Tensor, device_type: str) -> None:
         """The perturbation generator's state as saved on a ``device_type`` generator: restored exactly on

@@ -234,6 +234,30 @@ def test_state_dict_resumes_exactly(setup):
         assert torch.equal(oa.q, ob.q) and torch.equal(oa.qd, ob.qd)
 
 
+def test_state_dicts_of_ranks_merge_and_resume_in_one_process(setup):
+    """A rank with open bundles and one without: their states merge by key (the branch states are always
+    saved) and the merged run continues its bundles; a state without branch states closes them."""
+    from bcg_deploy.training.distributed import merge_env_states, split_env_state
+
+    env, _, state = setup
+    env.load_state_dict(state)
+    tr = BundledTransition(_bcg(num_branches=2, horizon=3, tau=1e9), env, seed=0)
+    tr.force = torch.tensor([[0.0, 2e9], [0.0, 0.0], [0.0, 0.0]], dtype=torch.float64)
+    qt = env.q[:, 7:].clone()
+    with torch.no_grad():
+        out = tr(env.q.clone(), env.qd.clone(), qt)  # env 0 opens a bundle of 3 steps
+        busy = tr.state_dict()
+        idle = BundledTransition(_bcg(num_branches=2, horizon=3, tau=1e9), env, seed=1).state_dict()
+        assert set(idle) == set(busy)
+        merged = merge_env_states([idle, busy])
+        assert merged["left"].tolist() == [0, 0, 0, 2, 0, 0] and merged["avg_q"].shape[0] == 6
+        tr.load_state_dict(split_env_state(merged, [3, 3], 1))
+        nxt = tr(out.q, out.qd, qt)  # continues the carried bundle
+        assert nxt.extras["bcg_bundled_envs"] == 1 and int(tr.left[0]) == 1
+        tr.load_state_dict({k: v for k, v in busy.items() if k not in ("br_q", "avg_q")})
+        assert tr.left.tolist() == [0, 0, 0] and tr(out.q, out.qd, qt).extras["bcg_bundled_envs"] == 0
+
+
 # ---------------------------------------------------------------------------------------------
 # acceptance: identical to plain SHAC for a bundle of identical branches; the bundled gradient
 
