@@ -464,7 +464,7 @@ def _distributed_world(cfg, nproc: int | None, nnodes: int, node_rank: int, rdzv
     from bcg_deploy.training import distributed as dd
 
     if "WORLD_SIZE" in os.environ:  # a rank: torchrun's (or our launcher's) environment
-        return dd.world_from_env(cfg.env.num_envs, cfg.runner.device)
+        return dd.world_from_env(cfg.env.num_envs, cfg.runner.device, cfg.runner.host_reduce)
     if nproc is not None and nproc < 1:
         raise BcgdError(f"--nproc {nproc}: expected at least 1")
     per_node = nproc if nproc is not None else dd.default_nproc(cfg.env.num_envs, cfg.runner.device)

@@ -275,6 +275,9 @@ class RunnerCfg:
     """Random streams a single process splits its envs into (contiguous blocks). A data-parallel run gives
     each rank one stream of its own; a single process with ``env_streams`` = N reproduces the envs of an
     N-rank run exactly."""
+    host_reduce: bool = True
+    """Data-parallel ranks that all run on this machine's CPU sum their gradients through shared memory
+    (/dev/shm; ``training.host_reduce``) instead of gloo's sockets; the same sums. False: gloo."""
     threads: int = 1
     """torch intra-op threads (0 = torch default). 1 by default: Warp's CPU kernels are single-threaded, so
     use one process per core; measured on a shared 2-core machine, torch's default 2 threads made a

@@ -31,6 +31,7 @@ import torch
 import torch.distributed as dist
 
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.training.host_reduce import HostReducer
 from bcg_deploy.training.rng import even_split
 
 MIN_ENVS_PER_RANK = 8
@@ -56,6 +57,8 @@ class World:
     local_rank: int = 0
     env_sizes: list[int] = field(default_factory=list)
     """Envs of every rank, in rank order (contiguous blocks of the run's envs)."""
+    host: HostReducer | None = None
+    """Shared-memory sums for gradients when every rank runs on this machine's CPU (``host_reduce``)."""
 
     @property
     def distributed(self) -> bool:
@@ -130,7 +133,10 @@ class World:
         if extra is not None:
             parts.append(extra.detach().reshape(-1).to(grads[0].dtype if grads else extra.dtype))
         flat = torch.cat(parts)
-        dist.all_reduce(flat)
+        if self.host is not None and flat.device.type == "cpu":
+            self.host.sum_(flat)
+        else:
+            dist.all_reduce(flat)
         n = flat.numel() - (extra.numel() if extra is not None else 0)
         for p, g in zip(params, _split(flat[:n], grads), strict=True):
             if p.grad is None:
@@ -162,8 +168,11 @@ def _unflatten_into(flat: torch.Tensor, targets: Sequence[torch.Tensor]) -> None
 # set-up
 
 
-def world_from_env(num_envs: int, device: str) -> World:
-    """Join the process group described by torchrun's environment variables (or a single process)."""
+def world_from_env(num_envs: int, device: str, host_reduce: bool = True) -> World:
+    """Join the process group described by torchrun's environment variables (or a single process).
+
+    ``host_reduce``: when every rank runs on this machine (LOCAL_WORLD_SIZE == WORLD_SIZE) on the CPU, sum
+    gradients through shared memory (``HostReducer``) instead of gloo's sockets."""
     size = int(os.environ.get("WORLD_SIZE", "1"))
     if size <= 1:
         return World(env_sizes=[int(num_envs)])
@@ -176,7 +185,11 @@ def world_from_env(num_envs: int, device: str) -> World:
         dist.init_process_group(
             backend, rank=rank, world_size=size, timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S)
         )
-    return World(rank=rank, size=size, local_rank=local_rank, env_sizes=even_split(num_envs, size))
+    one_host = int(os.environ.get("LOCAL_WORLD_SIZE", "0")) == size
+    host = None
+    if host_reduce and one_host and not device.startswith("cuda") and HostReducer.available():
+        host = HostReducer.join(rank, size)
+    return World(rank=rank, size=size, local_rank=local_rank, env_sizes=even_split(num_envs, size), host=host)
 
 
 def default_nproc(num_envs: int, device: str) -> int:

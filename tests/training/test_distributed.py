@@ -49,6 +49,7 @@ def _one_update(tmp_path: Path, dtype: str) -> tuple[dict, dict]:
         rank = {
             "RANK": str(r),
             "WORLD_SIZE": "2",
+            "LOCAL_WORLD_SIZE": "2",  # one machine: gradients summed through shared memory (host_reduce)
             "LOCAL_RANK": str(r),
             "MASTER_ADDR": "127.0.0.1",
             "MASTER_PORT": port,
