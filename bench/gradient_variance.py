@@ -16,12 +16,18 @@ perturbations) from an initial state whose pelvis heights differ by N(0, SIGMA^2
 the gradient's sensitivity to a tiny change of state, the stiffness that bundling is meant to average out
 (METHOD.md section 1), without the spread between windows.
 
+With ``--clamp MAX_DQ MAX_DQD`` a third estimator, SHAC + BCG with the joint-space clamp of the branch
+offsets (``bcg.max_dq`` / ``bcg.max_dqd``), runs every window with the same seeds (and the same
+perturbation draws) as the unclamped BCG; its variance ratio to BCG gets its own paired bootstrap.
+
     python bench/gradient_variance.py [--kappas 50 300] [--envs 16] [--horizon 32] [--samples 32]
+        [--clamp 0.1 0.5]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import platform
 import tempfile
 import time
@@ -140,6 +146,9 @@ def run_kappa(args, kappa: float) -> dict:
         plain = SimTransition(tr.env.sim)
         bundled = BundledTransition(tr.cfg.bcg, tr.env)
         estimators = {"plain": plain, "bcg": bundled}
+        if args.clamp:
+            clamped = dataclasses.replace(tr.cfg.bcg, max_dq=args.clamp[0], max_dqd=args.clamp[1])
+            estimators["bcg_clamped"] = BundledTransition(clamped, tr.env)
         if args.no_physics:
             estimators["no_physics"] = NoPhysicsTransition(tr.env.sim)
         grads: dict[str, list] = {n: [] for n in estimators}
@@ -160,6 +169,18 @@ def run_kappa(args, kappa: float) -> dict:
         lo, hi, _ = bootstrap_ratio(gp, gb, args.bootstrap, args.seed)
         cos = float(gp.mean(0) @ gb.mean(0) / max(np.linalg.norm(gp.mean(0)) * np.linalg.norm(gb.mean(0)), 1e-300))
         extra = {}
+        if args.clamp:
+            gc = np.stack(grads["bcg_clamped"])
+            clo, chi, _ = bootstrap_ratio(gb, gc, args.bootstrap, args.seed)
+            extra["bcg_clamped"] = _estimator_summary(gc, stats["bcg_clamped"], secs["bcg_clamped"], names)
+            extra["ratio_clamped_over_bcg"] = summed_variance(gc) / summed_variance(gb)
+            extra["ratio_clamped_over_bcg_ci95"] = [clo, chi]
+            extra["ratio_clamped_over_plain"] = summed_variance(gc) / summed_variance(gp)
+            extra["paired_cosine_median_clamped_bcg"] = float(
+                np.median(
+                    (gc * gb).sum(1) / np.maximum(np.linalg.norm(gc, axis=1) * np.linalg.norm(gb, axis=1), 1e-300)
+                )
+            )
         if args.no_physics:
             gn = np.stack(grads["no_physics"])
             extra["no_physics"] = _estimator_summary(gn, stats["no_physics"], secs["no_physics"], names)
@@ -208,6 +229,15 @@ def main() -> None:
         help="one window (same resets and noise) for every sample, which differ only by N(0, LOCAL^2) m added to "
         "each env's initial pelvis height: the gradient's sensitivity to the state (the stiffness BCG targets)",
     )
+    ap.add_argument(
+        "--clamp",
+        type=float,
+        nargs=2,
+        default=None,
+        metavar=("MAX_DQ", "MAX_DQD"),
+        help="also SHAC + BCG with the joint-space clamp bcg.max_dq / bcg.max_dqd (rad, rad/s; the paper's early "
+        "table: 0.1 0.5), paired with the unclamped BCG by seed",
+    )
     ap.add_argument("--bootstrap", type=int, default=2000)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--set", nargs="*", default=[], help="extra config overrides a.b=v (e.g. bcg.tau=300)")
@@ -238,6 +268,14 @@ def main() -> None:
         print(f"{k}.bcg.bundles_per_window: {r['bcg'].get('bcg_starts_per_window', 0):.1f}")
         print(f"{k}.paired_change_over_plain_variance: {r['paired_change_over_plain_variance']:.4g}")
         print(f"{k}.paired_cosine_median: {r['paired_cosine_median']:.4g}")
+        if "bcg_clamped" in r:
+            c = r["bcg_clamped"]
+            for key in ("summed_variance", "mean_gradient_norm", "sample_norm_median", "sample_norm_max"):
+                print(f"{k}.bcg_clamped.{key}: {c[key]:.6g}")
+            lo, hi = r["ratio_clamped_over_bcg_ci95"]
+            print(f"{k}.ratio_clamped_over_bcg: {r['ratio_clamped_over_bcg']:.4g}  ci95 {lo:.4g} .. {hi:.4g}")
+            print(f"{k}.ratio_clamped_over_plain: {r['ratio_clamped_over_plain']:.4g}")
+            print(f"{k}.paired_cosine_median_clamped_bcg: {r['paired_cosine_median_clamped_bcg']:.4g}")
     print(f"wrote {args.out}")
 
 
