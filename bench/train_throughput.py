@@ -5,7 +5,9 @@ with another case):
 - ``before``: the code of a reference commit (default ddbc724, the trainer before the data-parallel and
   single-process speed work), from a git worktree put on ``PYTHONPATH`` (``--before-tree``);
 - ``now_1proc``: this tree, one process;
-- ``now_<N>ranks``: this tree, N data-parallel ranks over gloo (``bcgd train``'s default on a 2-core CPU).
+- ``now_<N>ranks``: this tree, N data-parallel ranks on this machine, gradients summed through shared
+  memory (``training/host_reduce.py``; ``bcgd train``'s default on a 2-core CPU);
+- ``now_<N>ranks_gloo``: the same with gloo's all-reduce (``runner.host_reduce=false``; skip: ``--no-gloo``).
 Each for plain SHAC and SHAC + BCG. An iteration is what ``Trainer.step`` runs: rollout, actor backward and
 step, critic updates, normalisers, discriminator. Reported: seconds per iteration, env-steps/s, the
 projected wall-clock of 3000 iterations, the time shares (simulator forward and backward inside the plain
@@ -240,7 +242,9 @@ def _child(flag: str, tree: Path, args, bundle: bool) -> tuple[Path, list[str], 
     return out, cmd, env
 
 
-def _case(tree: Path, ranks: int, args, bundle: bool) -> dict:  # noqa: ANN001
+def _case(tree: Path, ranks: int, args, bundle: bool, host_reduce: bool = True) -> dict:  # noqa: ANN001
+    """One measurement; ``ranks`` > 1 runs that many ranks on this machine, their gradients summed through
+    shared memory (LOCAL_WORLD_SIZE set, as ``bcgd train --nproc`` does) or, ``host_reduce`` false, by gloo."""
     out, cmd, env = _child("--_measure", tree, args, bundle)
     procs = []
     if ranks == 1:
@@ -252,6 +256,8 @@ def _case(tree: Path, ranks: int, args, bundle: bool) -> dict:  # noqa: ANN001
         for r in range(ranks):
             e = {**env, "RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(ranks), "MASTER_ADDR": "127.0.0.1",
                  "MASTER_PORT": port}  # fmt: skip
+            if host_reduce:
+                e["LOCAL_WORLD_SIZE"] = str(ranks)
             err = open(out.with_suffix(f".{r}.err"), "w")  # noqa: SIM115 - closed with the process
             procs.append(subprocess.Popen(cmd, env=e, stdout=subprocess.DEVNULL, stderr=err))
     codes = [p.wait() for p in procs]
@@ -277,6 +283,7 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=2, help="data-parallel ranks of the N-rank case")
     ap.add_argument("--before-tree", type=Path, default=None, help="a worktree of the reference commit")
     ap.add_argument("--no-bundle", action="store_true", help="plain SHAC only")
+    ap.add_argument("--no-gloo", action="store_true", help="skip the N-rank case with gloo's all-reduce")
     ap.add_argument("--no-syncs", action="store_true", help="skip the host_syncs section")
     ap.add_argument("--syncs-only", action="store_true", help="only the host_syncs section")
     ap.add_argument("--_measure", type=str, default=None, help=argparse.SUPPRESS)
@@ -289,9 +296,11 @@ def main() -> None:
     if args._syncs:
         _measure_syncs(args.envs, args.horizon, args.iterations, args.warmup, args._bundle, args._syncs)
         return
-    trees = {"now_1proc": (TREE, 1), f"now_{args.ranks}ranks": (TREE, args.ranks)}
+    trees = {"now_1proc": (TREE, 1, True), f"now_{args.ranks}ranks": (TREE, args.ranks, True)}
+    if not args.no_gloo:
+        trees[f"now_{args.ranks}ranks_gloo"] = (TREE, args.ranks, False)
     if args.before_tree is not None:
-        trees = {"before": (args.before_tree, 1), **trees}
+        trees = {"before": (args.before_tree, 1, True), **trees}
     variants = {"plain": False} if args.no_bundle else {"plain": False, "bcg": True}
     results: dict = {"config": {"envs": args.envs, "horizon": args.horizon, "iterations": args.iterations}}
     if not args.no_syncs:
@@ -300,8 +309,8 @@ def main() -> None:
     if args.syncs_only:
         variants = {}
     for vname, bundle in variants.items():
-        for cname, (tree, ranks) in trees.items():
-            r = _case(tree, ranks, args, bundle)
+        for cname, (tree, ranks, host_reduce) in trees.items():
+            r = _case(tree, ranks, args, bundle, host_reduce)
             r["commit"] = _git_rev(tree)
             s = r["seconds_per_iteration"]
             r["env_steps_per_s"] = args.envs * args.horizon / s
