@@ -220,7 +220,7 @@ def shutdown() -> None:
 def moments(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(count, mean, M2) of the rows of ``x`` [n, d] in float64 (count 0: zeros)."""
     x = x.to(torch.float64)
-    n = torch.tensor(float(x.shape[0]), dtype=torch.float64, device=x.device)
+    n = torch.full((), float(x.shape[0]), dtype=torch.float64, device=x.device)  # a fill: no host copy
     if x.shape[0] == 0:
         z = torch.zeros(x.shape[1:], dtype=torch.float64, device=x.device)
         return n, z, z.clone()

@@ -80,11 +80,12 @@ class MetricsLogger:
 def episode_metrics(stats: dict, episode_len, episode_return) -> dict:  # noqa: ANN001 - sized iterables
     """A rollout's episode figures: mean length / return over the recent episodes (``episode_len``,
     ``episode_return``: the last ones ended, control steps and summed reward), and the rollout's counts
-    (``stats``: ``episode_len`` list, ``fell``, ``strayed``, ``timeout``, ``diverged``)."""
+    (``stats``: ``fell``, ``strayed``, ``timeout``, ``diverged``, and ``episodes_done`` or else the
+    ``episode_len`` list of the rollout's finished episodes)."""
     return {
         "episode_length": float(np.mean(episode_len)) if len(episode_len) else math.nan,
         "episode_return": float(np.mean(episode_return)) if len(episode_return) else math.nan,
-        "episodes_done": len(stats["episode_len"]),
+        "episodes_done": stats["episodes_done"] if "episodes_done" in stats else len(stats["episode_len"]),
         "falls": stats["fell"],
         "strayed": stats["strayed"],
         "timeouts": stats["timeout"],

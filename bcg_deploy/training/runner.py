@@ -42,7 +42,7 @@ from bcg_deploy.training.distributed import World, merge_env_states, split_env_s
 from bcg_deploy.training.env import ImitationEnv, SimTransition, Transition
 from bcg_deploy.training.logger import MetricsLogger, episode_metrics, plot_learning_curve
 from bcg_deploy.training.rng import EnvRandom, even_split, shard_seed
-from bcg_deploy.training.shac import SHAC
+from bcg_deploy.training.shac import EVENTS, SHAC, first_true
 
 CHECKPOINT_NAME = "run.pt"
 TRAINING_KEYS = ("env_state", "add_replay", "shac_state", "episode_history")
@@ -300,9 +300,19 @@ class Trainer:
         roll.actor_loss = roll.actor_loss.detach()
         critic_stats = self.shac.update_critic(roll)
         self.shac.update_normalizers(roll)
-        disc_stats = self.add.update(roll.deltas[roll.valid])
+        nan = torch.full_like(roll.deltas, float("nan"))
+        disc_stats = self.add.update(torch.where(roll.valid[..., None], roll.deltas, nan))  # ADD drops NaN rows
         self.iteration = it + 1
-        st = self._reduce_window(roll)
+        host = self.shac.read_iteration(  # the iteration's values on the device, read in one host sync
+            {
+                "window": self._window_tensors(roll),
+                "critic": critic_stats,
+                "action_std": self.shac.actor.std.detach().mean(),
+                "reward_scale": self.shac.reward_scale(),
+            }
+        )
+        critic_stats = host["critic"]
+        st = self._reduce_window(roll, host["window"])
         dt = time.perf_counter() - t0
         self.episode_len.extend(st["episode_len"])
         self.episode_return.extend(st["episode_return"])
@@ -323,10 +333,10 @@ class Trainer:
             "reward_action_rate": st["reward_action_rate"],
             "tracking_error_cm": st["tracking_error_cm"],
             **episode_metrics(st, self.episode_len, self.episode_return),
-            "action_std": float(self.shac.actor.std.detach().mean()),
+            "action_std": host["action_std"],
             "actor_lr": a_lr,
             "critic_lr": c_lr,
-            "reward_scale": self.shac.reward_scale(),
+            "reward_scale": host["reward_scale"],
             **actor_stats,
             **critic_stats,
             **disc_stats,
@@ -346,27 +356,48 @@ class Trainer:
             self.on_iteration(m)
         return m
 
-    def _reduce_window(self, roll) -> dict:  # noqa: ANN001 - shac.Rollout
-        """The window's statistics over every rank (one collective), plus the stop request of any rank."""
+    def _window_tensors(self, roll) -> dict:  # noqa: ANN001 - shac.Rollout
+        """The window's statistics as device tensors (read with the iteration's other values): the sums, the
+        event counts, the number of finished episodes and the last ``EPISODE_WINDOW`` of them (newest first,
+        with a flag: fewer may have finished), a fixed size whatever the number of envs."""
         st = roll.stats
         track = torch.stack(st["tracking_error"]).double()
         finite = torch.isfinite(track)
+        sum_t = roll.raw_rewards.double().sum()
         sums = torch.stack(
             [
-                roll.raw_rewards.double().sum(),
+                sum_t,
                 torch.stack(st["reward_add"]).double().sum(),
                 torch.stack(st["reward_action_rate"]).double().sum(),
                 torch.where(finite, track, torch.zeros_like(track)).sum(),
                 finite.sum().double(),
-                torch.stack(st["foot_force"]).double().amax() if st["foot_force"] else track.new_tensor(-1.0),
+                torch.stack(st["foot_force"]).double().amax() if st["foot_force"] else torch.full_like(sum_t, -1.0),
             ]
-        ).tolist()
+        )
+        done = roll.done.reshape(-1).flip(0)  # newest first (step-major order reversed)
+        last = first_true(done, min(EPISODE_WINDOW, done.numel()))  # the newest finished ones, then others
+        return {
+            "sums": sums,
+            "events": st["events"],
+            "episodes": done.sum(),
+            "recent_done": done[last],
+            "recent_len": st["episode_len"].reshape(-1).flip(0)[last],
+            "recent_return": st["episode_return"].reshape(-1).flip(0)[last],
+        }
+
+    def _reduce_window(self, roll, win: dict) -> dict:  # noqa: ANN001 - shac.Rollout
+        """The window's statistics (``win``: ``_window_tensors`` read by the host) over every rank (one
+        collective), plus the stop request of any rank."""
+        st = roll.stats
+        sums = win["sums"]
+        recent = [i for i, d in enumerate(win["recent_done"]) if d][::-1]  # oldest first, as they ended
         local = {
             "sums": sums,
             "count": roll.raw_rewards.numel(),
-            "counts": [st[k] for k in ("diverged", "fell", "strayed", "timeout")],
-            "episode_len": st["episode_len"],
-            "episode_return": st["episode_return"],
+            "counts": win["events"],
+            "episodes": win["episodes"],
+            "episode_len": [win["recent_len"][i] for i in recent],
+            "episode_return": [win["recent_return"][i] for i in recent],
             "transition": {k: v for k, v in st["transition"].items() if isinstance(v, (int, float))},
             "stop": self._stop_requested,
         }
@@ -385,7 +416,8 @@ class Trainer:
             "reward_action_rate": tot[2] / n,
             "tracking_error_cm": tot[3] / tot[4] * 100.0 if tot[4] > 0 else math.nan,
             "foot_force_max": force if st["foot_force"] else None,
-            **{k: sum(p["counts"][i] for p in parts) for i, k in enumerate(("diverged", "fell", "strayed", "timeout"))},
+            **{k: sum(p["counts"][i] for p in parts) for i, k in enumerate(EVENTS)},
+            "episodes_done": sum(p["episodes"] for p in parts),
             "episode_len": [x for p in parts for x in p["episode_len"]],
             "episode_return": [x for p in parts for x in p["episode_return"]],
             "transition": trans,

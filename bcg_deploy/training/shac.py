@@ -19,8 +19,10 @@ the single-process gradients. One collective per optimiser step carries the grad
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
@@ -30,6 +32,10 @@ from bcg_deploy.training.distributed import World, world_moments
 from bcg_deploy.training.networks import Actor, CriticEnsemble
 from bcg_deploy.training.normalizer import RunningNormalizer
 from bcg_deploy.training.rng import common_seed
+from bcg_deploy.training.syncs import read_once
+
+EVENTS = ("diverged", "fell", "strayed", "timeout")
+"""The window's event counts, in the order of ``Rollout.stats["events"]``."""
 
 
 def td_lambda_targets(
@@ -72,21 +78,22 @@ class Rollout:
     stats: dict = field(default_factory=dict)
 
 
-def clip_and_sanitize(params: list[torch.Tensor], max_norm: float) -> tuple[torch.Tensor, int]:
-    """Clip the gradients of ``params`` to ``max_norm``; NaN/Inf entries are zeroed first.
+def clip_and_sanitize(params: list[torch.Tensor], max_norm: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Zero the NaN/Inf entries of the gradients of ``params``, then clip them to the total norm ``max_norm``.
 
-    One fused finiteness check (the total norm) per call; only a non-finite norm looks at each tensor.
-    Returns (norm before clipping, number of tensors that had non-finite entries).
+    Branch-free and without a host read: every gradient is sanitised (a no-op on finite entries) and the
+    clip scale stays on the device. Returns the total norm after the zeroing, before clipping, and the number
+    of tensors that had non-finite entries (both 0-dim tensors on the device).
     """
     grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        z = torch.zeros(())
+        return z, z.long()
+    peak = torch._foreach_norm(grads, float("inf"))  # max |g| per tensor: non-finite iff an entry is
+    bad = (~torch.isfinite(torch.stack(peak))).sum()
+    for g in grads:
+        torch.nan_to_num_(g, nan=0.0, posinf=0.0, neginf=0.0)
     norm = torch.nn.utils.get_total_norm(grads)
-    bad = 0
-    if not bool(torch.isfinite(norm)):
-        for g in grads:
-            if not bool(torch.isfinite(g).all()):
-                bad += 1
-                torch.nan_to_num_(g, nan=0.0, posinf=0.0, neginf=0.0)
-        norm = torch.nn.utils.get_total_norm(grads)
     torch.nn.utils.clip_grads_with_norm_(grads, max_norm, norm)
     return norm, bad
 
@@ -104,6 +111,29 @@ def use_fused(optimizer: torch.optim.Optimizer) -> None:
     ``fused`` flags along with its hyperparameters)."""
     for g in optimizer.param_groups:
         g["fused"], g["foreach"] = True, None
+
+
+def step_unless(optimizer: torch.optim.Optimizer, skip: torch.Tensor) -> None:
+    """``optimizer.step()`` unless ``skip`` (a 0-dim bool tensor on the parameters' device).
+
+    A fused optimiser decides on the device: its kernel leaves the parameters and moments untouched and the
+    step count is restored (torch's ``found_inf`` path, the one ``GradScaler`` uses), no host read. Any other
+    optimiser reads ``skip`` (one host sync).
+    """
+    if optimizer.defaults.get("fused"):
+        optimizer.found_inf = skip.to(torch.float32)
+        try:
+            optimizer.step()
+        finally:
+            del optimizer.found_inf
+    elif not bool(skip):
+        optimizer.step()
+
+
+def first_true(mask: torch.Tensor, count: int) -> torch.Tensor:
+    """The indices of the True entries of the 1-D ``mask``, in order, given their number ``count`` (what
+    ``mask.nonzero()`` gives, without the host read of the output size)."""
+    return torch.argsort((~mask).to(torch.uint8), stable=True)[:count]
 
 
 class SHAC(nn.Module):
@@ -129,6 +159,8 @@ class SHAC(nn.Module):
         self.minibatch_generator = torch.Generator()
         self.minibatch_generator.manual_seed(common_seed(seed))
         self.counters = {"actor_skipped": 0, "critic_skipped": 0, "nan_grad_actor": 0, "nan_grad_critic": 0}
+        self.pending_counts: dict[str, torch.Tensor] = {}
+        """Counter increments accumulated on the device during an iteration (``commit_counts`` adds them)."""
 
     # ------------------------------------------------------------------ helpers
 
@@ -162,10 +194,29 @@ class SHAC(nn.Module):
     def normalize(self, obs: torch.Tensor) -> torch.Tensor:
         return self.obs_normalizer(obs) if self.cfg.normalize_obs else obs
 
-    def reward_scale(self) -> float:
-        if not self.cfg.normalize_returns or float(self.ret_normalizer.count) < 2:
-            return 1.0
-        return float(1.0 / torch.sqrt(self.ret_normalizer.var[0] + 1e-6))
+    def reward_scale(self) -> torch.Tensor:
+        """The reward scale 1 / sqrt(var(return) + 1e-6) (1 before two returns were seen, or without return
+        normalisation), a 0-dim float64 tensor on the device: no host read."""
+        norm = self.ret_normalizer
+        one = torch.ones((), dtype=torch.float64, device=norm.var.device)
+        if not self.cfg.normalize_returns:
+            return one
+        return torch.where(norm.count < 2, one, 1.0 / torch.sqrt(norm.var[0] + 1e-6))
+
+    def _count(self, name: str, inc: torch.Tensor) -> None:
+        prev = self.pending_counts.get(name)
+        inc = inc.long()
+        self.pending_counts[name] = inc if prev is None else prev + inc
+
+    def read_iteration(self, values: Any) -> Any:
+        """``values`` (nested dicts/lists of device tensors and numbers, e.g. ``update_critic``'s) read by the
+        host together with ``pending_counts``, in one sync (``syncs.read_once``); the counters take the
+        increments. Returns ``values`` with host numbers in place of the tensors."""
+        host, counts = read_once((values, self.pending_counts))
+        for k, v in counts.items():
+            self.counters[k] += int(v)
+        self.pending_counts = {}
+        return host
 
     def set_learning_rate(self, iteration: int, total: int) -> tuple[float, float]:
         """Linear decay from the initial rates to ``lr_min`` at the last iteration."""
@@ -242,7 +293,9 @@ class SHAC(nn.Module):
             obs = out.obs
         loss = loss / (n * self.world.total_envs)
         stack = {k: torch.stack(v) for k, v in bufs.items()}
-        stats.update(_window_counts(acc, stack["done"]))
+        stats["events"] = torch.stack([torch.stack(acc[k]).sum() for k in EVENTS])  # device counts [4]
+        stats["episode_len"] = torch.stack(acc["ep_len"])  # [N, E], meaningful where done
+        stats["episode_return"] = torch.stack(acc["ep_ret"])
         return Rollout(
             actor_loss=loss,
             obs=stack["obs"],
@@ -259,38 +312,35 @@ class SHAC(nn.Module):
     # ------------------------------------------------------------------ updates
 
     def update_actor(self, loss: torch.Tensor) -> dict[str, float]:
-        """Backprop the window loss; sum the gradients over ranks; skip (and count) a non-finite loss or
-        gradient norm; zero NaN grads; clip; step."""
+        """Backprop the window loss; sum the gradients over ranks; zero NaN grads; clip; step, unless the loss
+        (of any rank) or the gradient norm is non-finite (skipped and counted).
+
+        One host read: the summed loss, the norm and the count of non-finite gradient tensors together (every
+        rank reads the same values, so every rank takes the same decision)."""
         self.actor_optimizer.zero_grad(set_to_none=True)
         params = list(self.actor.parameters())
-        local_ok = bool(torch.isfinite(loss))
-        if local_ok:
-            loss.backward()
-        elif not self.world.distributed:
-            self.counters["actor_skipped"] += 1
-            return {"actor_loss": float("nan"), "actor_grad_norm": float("nan"), "actor_skipped": 1.0}
-        total = self.world.all_reduce_grads(params, loss.detach() if local_ok else torch.full_like(loss, float("nan")))
-        if not bool(torch.isfinite(total)):  # some rank's loss was non-finite: every rank skips
-            self.actor_optimizer.zero_grad(set_to_none=True)
-            self.counters["actor_skipped"] += 1
-            return {"actor_loss": float("nan"), "actor_grad_norm": float("nan"), "actor_skipped": 1.0}
-        norm, nan_tensors = clip_and_sanitize(params, self.cfg.actor_grad_clip)
-        self.counters["nan_grad_actor"] += int(nan_tensors > 0)
-        if not bool(torch.isfinite(norm)):
-            self.actor_optimizer.zero_grad(set_to_none=True)
-            self.counters["actor_skipped"] += 1
-            return {"actor_loss": float(total), "actor_grad_norm": float("nan"), "actor_skipped": 1.0}
+        if loss.requires_grad:
+            loss.backward()  # also when non-finite: the step is then skipped, on every rank alike
+        total = self.world.all_reduce_grads(params, loss.detach())
+        norm, bad = clip_and_sanitize(params, self.cfg.actor_grad_clip)
+        total_f, norm_f, bad_n = read_once([total, norm, bad])  # the update's one host read
+        if not math.isfinite(total_f):  # some rank's loss was non-finite: every rank skips
+            return self._skip_actor(float("nan"))
+        self.counters["nan_grad_actor"] += int(bad_n > 0)
+        if not math.isfinite(norm_f):
+            return self._skip_actor(total_f)
         self.actor_optimizer.step()
-        return {
-            "actor_loss": float(total),
-            "actor_grad_norm": float(norm),
-            "actor_nan_grad_tensors": float(nan_tensors),
-        }
+        return {"actor_loss": total_f, "actor_grad_norm": norm_f, "actor_nan_grad_tensors": float(bad_n)}
 
-    def _critic_samples(self, roll: Rollout) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    def _skip_actor(self, loss: float) -> dict[str, float]:
+        self.actor_optimizer.zero_grad(set_to_none=True)
+        self.counters["actor_skipped"] += 1
+        return {"actor_loss": loss, "actor_grad_norm": float("nan"), "actor_skipped": 1.0}
+
+    def _critic_samples(self, roll: Rollout) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, int]:
         """This rank's critic samples (x [m, O], y [m]), and for each sample of the run's kept list (in the
-        single-process order: step-major over all envs) its row in x, or -1 on another rank; and the
-        run's kept count."""
+        single-process order: step-major over all envs) its row in x, or -1 on another rank (None in a single
+        process); and the run's kept count (the one host read)."""
         cfg = self.cfg
         with torch.no_grad():
             targets = td_lambda_targets(roll.rewards, roll.next_values, roll.done, cfg.gamma, cfg.lam)
@@ -298,24 +348,53 @@ class SHAC(nn.Module):
         x = roll.obs_norm.reshape(n * e, -1)
         y = targets.reshape(-1)
         keep = torch.isfinite(targets) & torch.isfinite(roll.obs_norm).all(dim=-1)  # [N, e]
+        kept_local = keep.reshape(-1)
         w = self.world
         if not w.distributed:
-            return x[keep.reshape(-1)], y[keep.reshape(-1)], None, int(keep.sum())
+            total = int(kept_local.sum())
+            order = first_true(kept_local, total)
+            return x[order], y[order], None, total
         keep_all = torch.cat(w.all_gather(keep.to(torch.uint8)), dim=1).bool()  # [N, E] in rank order
+        total, n_local = torch.stack([keep_all.sum(), kept_local.sum()]).tolist()
         local_row = torch.full(keep_all.shape, -1, dtype=torch.long, device=keep.device)
         off = w.env_offset
-        kept_local = keep.reshape(-1)
         local_row[:, off : off + e] = torch.where(
             keep, torch.cumsum(kept_local.long(), 0).reshape(n, e) - 1, torch.full_like(local_row[:, :e], -1)
         )
-        rows = local_row[keep_all]  # [total]: row in the local kept list, -1 elsewhere
-        return x[kept_local], y[kept_local], rows, int(keep_all.sum())
+        rows = local_row.reshape(-1)[first_true(keep_all.reshape(-1), total)]  # row in the local kept list
+        order = first_true(kept_local, n_local)
+        return x[order], y[order], rows, total
 
-    def update_critic(self, roll: Rollout) -> dict[str, float]:
+    def _minibatches(self, total: int, rows: torch.Tensor | None, device: torch.device) -> list[list]:
+        """Per critic pass, its minibatches as (this rank's sample rows, the global minibatch size): one
+        permutation of the run's samples per pass, all drawn first (the same draws as one per pass) and moved to
+        the device at once; in a data-parallel run the sizes of the ranks' parts are read once."""
+        cfg = self.cfg
+        gen = self.minibatch_generator
+        perms = torch.stack([torch.randperm(total, generator=gen) for _ in range(cfg.critic_iterations)]).to(device)
+        bs = max(1, total // cfg.critic_minibatches)
+        mb = cfg.critic_minibatches
+        bounds = [(b * bs, (b + 1) * bs if b < mb - 1 else total) for b in range(mb)]
+        bounds = [(lo, min(hi, total)) for lo, hi in bounds if min(hi, total) > lo]
+        if rows is None:
+            return [[(perms[i, lo:hi], hi - lo) for lo, hi in bounds] for i in range(cfg.critic_iterations)]
+        local = rows[perms]  # [passes, total]: row on this rank, -1 elsewhere
+        mine = torch.stack([(local[:, lo:hi] >= 0).sum(dim=1) for lo, hi in bounds], dim=1).tolist()
+        out = []
+        for i in range(cfg.critic_iterations):
+            part = []
+            for (lo, hi), m in zip(bounds, mine[i], strict=True):
+                seg = local[i, lo:hi]
+                part.append((seg[first_true(seg >= 0, m)], hi - lo))
+            out.append(part)
+        return out
+
+    def update_critic(self, roll: Rollout) -> dict[str, torch.Tensor | float]:
         """TD(lambda) targets, then ``critic_iterations`` passes over ``critic_minibatches`` shuffled batches.
 
-        A minibatch whose (all-reduced) loss is non-finite skips its optimiser step on the device
-        (``found_inf``); the skips and the last pass's mean loss are read once, at the end. With
+        A minibatch whose loss (summed over ranks) is non-finite is skipped on the device (``step_unless``);
+        the skips, the steps with NaN gradient entries (zeroed) and the logged losses are accumulated on the
+        device (``pending_counts``; the returned values are 0-dim tensors), read once per iteration. With
         ``critic_bf16`` the ensemble's forward pass of the regression runs under bf16 autocast (the loss,
         gradients, optimiser and the target critic stay in the run's precision)."""
         cfg = self.cfg
@@ -324,43 +403,29 @@ class SHAC(nn.Module):
             self.counters["critic_skipped"] += 1
             return {"critic_loss": float("nan")}
         params = list(self.critic.parameters())
-        bs = max(1, total // cfg.critic_minibatches)
         k = self.critic.num
-        skipped = torch.zeros((), device=x.device)
-        losses: list[torch.Tensor] = []
-        for _ in range(cfg.critic_iterations):
-            perm = torch.randperm(total, generator=self.minibatch_generator).to(x.device)
-            losses = []
-            for b in range(cfg.critic_minibatches):
-                idx = perm[b * bs : (b + 1) * bs] if b < cfg.critic_minibatches - 1 else perm[b * bs :]
-                if idx.numel() == 0:
-                    continue
-                count = idx.numel()
-                if rows is not None:  # this rank's part of the minibatch
-                    idx = rows[idx]
-                    idx = idx[idx >= 0]
+        last = torch.full((), float("nan"), dtype=x.dtype, device=x.device)
+        for batches in self._minibatches(total, rows, x.device):
+            losses, oks = [], []
+            for idx, count in batches:
                 with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=cfg.critic_bf16):
                     pred = self.critic.each(x[idx])
                 loss = (pred.to(y.dtype) - y[idx]).square().sum(dim=-1).sum() / count
                 self.critic_optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 loss = self.world.all_reduce_grads(params, loss.detach())
-                bad_loss = (~torch.isfinite(loss)).float()
+                ok = torch.isfinite(loss)
                 _, bad = clip_and_sanitize(params, cfg.critic_grad_clip)
-                self.counters["nan_grad_critic"] += int(bad > 0)
-                self.critic_optimizer.found_inf = bad_loss  # 1: this step is skipped, state untouched
-                self.critic_optimizer.step()
-                skipped += bad_loss
-                losses.append(loss / k)
-        self.critic_optimizer.found_inf = None
+                self._count("critic_skipped", ~ok)
+                self._count("nan_grad_critic", ok & (bad > 0))
+                step_unless(self.critic_optimizer, ~ok)
+                losses.append(torch.where(ok, loss / k, torch.zeros_like(loss)))
+                oks.append(ok)
+            n_ok = torch.stack(oks).sum()
+            last = torch.where(n_ok > 0, torch.stack(losses).sum() / n_ok.to(last.dtype), last)
         self._update_target()
         y_sum = self.world.all_reduce_(y.double().sum().reshape(1))
-        last = torch.stack(losses) if losses else torch.full((1,), float("nan"))
-        ok = torch.isfinite(last)
-        last_mean = torch.where(ok, last, 0.0).sum() / ok.sum()  # NaN when every step was skipped
-        n_skipped, last_loss, y_total = torch.stack([skipped, last_mean, y_sum[0].to(last_mean)]).tolist()
-        self.counters["critic_skipped"] += int(n_skipped)
-        return {"critic_loss": last_loss, "value_target_mean": y_total / total}
+        return {"critic_loss": last, "value_target_mean": y_sum[0] / total}
 
     @torch.no_grad()
     def _update_target(self) -> None:
@@ -375,8 +440,9 @@ class SHAC(nn.Module):
         from the per-env discounted return of the raw rewards. Both merged exactly over ranks."""
         w = self.world
         if self.cfg.normalize_obs:
-            x = roll.obs.reshape(-1, roll.obs.shape[-1])[roll.valid.reshape(-1)].double()
-            x = x[torch.isfinite(x).all(dim=1)]
+            x = roll.obs.reshape(-1, roll.obs.shape[-1]).double()
+            use = roll.valid.reshape(-1) & torch.isfinite(x).all(dim=1)
+            x = x[first_true(use, int(use.sum()))]  # one host read: the number of rows
             self.obs_normalizer.update_moments(*world_moments(w, x))
         if self.cfg.normalize_returns:
             ret = self.ret
@@ -395,19 +461,3 @@ class SHAC(nn.Module):
         """True when every parameter and normaliser statistic is finite (safe to checkpoint)."""
         tensors = list(self.parameters()) + list(self.buffers())
         return bool(torch.stack([torch.isfinite(t).all() for t in tensors]).all())
-
-
-def _window_counts(acc: dict[str, list], done: torch.Tensor) -> dict:
-    """The window's event counts and finished-episode lengths/returns, read from the device once."""
-    counts = torch.stack([torch.stack(acc[k]).sum() for k in ("diverged", "fell", "strayed", "timeout")])
-    ep_len = torch.stack(acc["ep_len"])[done]
-    ep_ret = torch.stack(acc["ep_ret"])[done]
-    c = counts.tolist()
-    return {
-        "diverged": int(c[0]),
-        "fell": int(c[1]),
-        "strayed": int(c[2]),
-        "timeout": int(c[3]),
-        "episode_len": ep_len.tolist(),
-        "episode_return": ep_ret.tolist(),
-    }

@@ -23,6 +23,9 @@ training loop with such calls in every control step is host-bound on a GPU howev
 - ``mode="cuda"``: ``torch.cuda.set_sync_debug_mode("warn")``; every synchronising CUDA call torch makes
   emits a warning, which is recorded and counted (the ground truth on a GPU).
 
+``read_once(tree)`` is the other half: every tensor of a nested dict/list read by the host in one sync
+per device (the way per-iteration metrics and counters accumulated on the device reach the host).
+
 The module imports nothing but torch, so a benchmark may load it by path into an older checkout of
 the project (to count the syncs of the code before a change).
 """
@@ -30,6 +33,7 @@ the project (to count the syncs of the code before a change).
 from __future__ import annotations
 
 import collections
+import math
 import os
 import sys
 import warnings
@@ -205,3 +209,59 @@ class SyncCounter:
             "by_kind": dict(self.by_kind.most_common()),
             "top_sites": dict(self.sites.most_common(top)),
         }
+
+
+def read_once(tree: Any) -> Any:
+    """``tree`` (nested dicts, lists and tuples) with every tensor replaced by its value, read in one host sync
+    per device: the tensors are flattened into one float64 buffer read with one ``.tolist()``.
+
+    A 0-dim tensor becomes a Python number, a larger one a nested list; bool and integer tensors give bools and
+    ints (exact below 2**53), floating ones floats (float32 values exactly). Other leaves are kept as they are.
+    """
+    leaves: list[torch.Tensor] = []
+
+    def collect(x: Any) -> None:
+        if isinstance(x, torch.Tensor):
+            leaves.append(x)
+        elif isinstance(x, dict):
+            for v in x.values():
+                collect(v)
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                collect(v)
+
+    collect(tree)
+    values: dict[int, Any] = {}
+    by_device: dict[torch.device, list[torch.Tensor]] = {}
+    for t in leaves:
+        by_device.setdefault(t.device, []).append(t)
+    for group in by_device.values():
+        flat = torch.cat([t.detach().reshape(-1).to(torch.float64) for t in group]).tolist()
+        i = 0
+        for t in group:
+            values[id(t)] = _shaped(flat[i : i + t.numel()], t)
+            i += t.numel()
+
+    def rebuild(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            return values[id(x)]
+        if isinstance(x, dict):
+            return {k: rebuild(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return type(x)(rebuild(v) for v in x)
+        return x
+
+    return rebuild(tree)
+
+
+def _shaped(flat: list[float], like: torch.Tensor) -> Any:
+    cast = bool if like.dtype == torch.bool else int if not like.is_floating_point() else float
+    vals = [cast(v) for v in flat]
+    return vals[0] if like.dim() == 0 else _nest(vals, tuple(like.shape))
+
+
+def _nest(vals: list, shape: tuple[int, ...]) -> list:
+    if len(shape) == 1:
+        return vals
+    step = math.prod(shape[1:])
+    return [_nest(vals[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])]

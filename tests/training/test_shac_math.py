@@ -82,7 +82,7 @@ def test_a_non_finite_critic_loss_skips_the_step_and_leaves_adam_untouched():
     with torch.no_grad():
         s.critic.out_bias.fill_(1e30)  # (pred - y)^2 overflows float32; its gradient 2 (pred - y) does not
     before = [p.detach().clone() for p in s.critic.parameters()]
-    stats = s.update_critic(roll)
+    stats = s.read_iteration(s.update_critic(roll))  # the counts and losses stay on the device until read
     assert s.counters["critic_skipped"] == 64 and stats["critic_loss"] != stats["critic_loss"]  # NaN
     for b, p in zip(before, s.critic.parameters(), strict=True):
         assert torch.equal(b, p)
@@ -90,6 +90,6 @@ def test_a_non_finite_critic_loss_skips_the_step_and_leaves_adam_untouched():
         assert float(st["step"]) == 0 and not st["exp_avg"].any() and not st["exp_avg_sq"].any()
     with torch.no_grad():
         s.critic.out_bias.zero_()
-    stats = s.update_critic(roll)
+    stats = s.read_iteration(s.update_critic(roll))  # the counts and losses stay on the device until read
     assert s.counters["critic_skipped"] == 64 and stats["critic_loss"] > 0
     assert all(float(st["step"]) == 64 for st in s.critic_optimizer.state.values())
