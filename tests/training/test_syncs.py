@@ -1,11 +1,14 @@
-"""The host-sync counter: what it counts (and what not) on CPU."""
+"""The host-sync counter: what it counts (and what not) on CPU; ``read_once``; and the traced syncs of one
+training iteration on the CUDA code path against the budget of 50."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from bcg_deploy.training.syncs import SyncCounter
+from bcg_deploy.training.config import TrainConfig, apply_overrides
+from bcg_deploy.training.runner import Trainer
+from bcg_deploy.training.syncs import SyncCounter, read_once
 
 
 def test_counts_each_host_read_kind():
@@ -60,3 +63,35 @@ def test_summary_and_mode_validation():
     with pytest.raises(ValueError, match="mode"):
         SyncCounter("gpu")
     assert SyncCounter("auto").mode == ("cuda" if torch.cuda.is_available() else "trace")
+
+
+def test_read_once_reads_every_tensor_in_one_sync_and_keeps_types():
+    tree = {"a": torch.tensor(0.1), "b": [torch.arange(6).reshape(2, 3), torch.tensor([True, False])], "c": 3}
+    tree["d"] = (torch.zeros(2, 0), torch.tensor(7, dtype=torch.int64))
+    with SyncCounter("trace") as sc:
+        host = read_once(tree)
+    assert sc.count == 1
+    want = {"a": torch.tensor(0.1).item(), "b": [[[0, 1, 2], [3, 4, 5]], [True, False]], "c": 3, "d": ([[], []], 7)}
+    assert host == want
+    assert type(host["d"][1]) is int and type(host["b"][1][0]) is bool
+
+
+SYNC_BUDGET = 50
+
+
+@pytest.mark.parametrize("bcg", [False, True], ids=["plain", "bcg"])
+def test_an_iteration_at_horizon_32_costs_at_most_50_traced_syncs(tmp_path, tiny_motion, bcg):
+    """The CUDA code path (``env.fixed_shapes``) of one SHAC iteration at the paper's horizon and critic
+    schedule (16 x 4 steps), traced on the CPU: at most 50 host syncs. The count depends on neither the number
+    of envs nor the network sizes (2 envs and small networks here, for speed)."""
+    cfg = apply_overrides(TrainConfig(), [
+        "env.num_envs=2", "shac.horizon=32", "shac.actor_hidden=16,16", "shac.critic_hidden=16", "add.hidden=16,16",
+        "runner.tensorboard=false", f"runner.out_dir={tmp_path}", f"bcg.enabled={str(bcg).lower()}",
+    ])  # fmt: skip
+    assert (cfg.shac.critic_iterations, cfg.shac.critic_minibatches) == (16, 4)
+    tr = Trainer(cfg, motion=tiny_motion)
+    tr.env.fixed_shapes = True
+    tr.step()  # warm-up: first buffers, optimiser state
+    with SyncCounter("trace") as sc:
+        tr.step()
+    assert sc.count <= SYNC_BUDGET, sc.summary(top=20)
