@@ -30,16 +30,14 @@ JSON to bench/results/bcg_offsets.json; prints ``name.metric: value`` lines.
 from __future__ import annotations
 
 import argparse
-import platform
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from bench_common import make_trainer
+from bench_common import make_trainer, write_report
 
-from bcg_deploy.fileio import atomic_write_json
 from bcg_deploy.training import checkpoint as ckpt_io
 from bcg_deploy.training.bcg import BundledTransition, foot_jacobian
 from bcg_deploy.training.runner import Trainer, resume_config
@@ -270,16 +268,13 @@ def main() -> None:
             r = run_case(args, task, case, ckpts.get(task))
             results.append(r)
             _print(r)
-    report = {
-        "description": "BCG joint-space branch offsets per bundle start (no clamp), against |dq| <= max_dq and "
-        "|dqd| <= max_dqd",
-        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "results": results,
-        "seconds": time.perf_counter() - t0,
-        "machine": {"cpus": torch.get_num_threads(), "platform": platform.platform()},
-        "versions": {"torch": torch.__version__},
-    }
-    atomic_write_json(args.out, report)
+    write_report(
+        args.out,
+        "BCG joint-space branch offsets per bundle start (no clamp), against |dq| <= max_dq and |dqd| <= max_dqd",
+        args,
+        results,
+        time.perf_counter() - t0,
+    )
     print(f"wrote {args.out}")
 
 

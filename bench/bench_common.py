@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Sequence
+from pathlib import Path
 
+import torch
+
+from bcg_deploy.fileio import atomic_write_json
 from bcg_deploy.training.config import TrainConfig, apply_overrides
 from bcg_deploy.training.runner import Trainer
 
@@ -28,3 +33,17 @@ def make_trainer(
         overrides.append(f"bcg.enabled={bundle}")
     apply_overrides(cfg, [*overrides, *extra, *args.set])
     return Trainer(cfg)
+
+
+def write_report(path: Path, description: str, args, results: list, seconds: float) -> None:
+    """Write a training benchmark's JSON report atomically: its description, the command-line settings
+    (``args``, an argparse namespace), the per-case ``results``, wall ``seconds``, machine and torch version."""
+    report = {
+        "description": description,
+        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "results": results,
+        "seconds": seconds,
+        "machine": {"cpus": torch.get_num_threads(), "platform": platform.platform()},
+        "versions": {"torch": torch.__version__},
+    }
+    atomic_write_json(path, report)

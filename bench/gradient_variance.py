@@ -28,16 +28,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import platform
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from bench_common import make_trainer
+from bench_common import make_trainer, write_report
 
-from bcg_deploy.fileio import atomic_write_json
 from bcg_deploy.training.bcg import BundledTransition
 from bcg_deploy.training.env import SimTransition, TransitionOut
 from bcg_deploy.training.runner import Trainer
@@ -248,16 +246,14 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
     results = [run_kappa(args, k) for k in args.kappas]
-    report = {
-        "description": "summed sample variance of the SHAC actor-loss gradient (all actor parameters), "
+    write_report(
+        args.out,
+        "summed sample variance of the SHAC actor-loss gradient (all actor parameters), "
         "plain SHAC vs SHAC + BCG, same frozen policy and per-sample seeds",
-        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "results": results,
-        "seconds": time.perf_counter() - t0,
-        "machine": {"cpus": torch.get_num_threads(), "platform": platform.platform()},
-        "versions": {"torch": torch.__version__},
-    }
-    atomic_write_json(args.out, report)
+        args,
+        results,
+        time.perf_counter() - t0,
+    )
     for r in results:
         k = f"kappa{r['kappa']:g}"
         for name in ("plain", "bcg"):
