@@ -24,6 +24,7 @@ from torch.nn import functional as F
 from bcg_deploy.training.config import ADDCfg
 from bcg_deploy.training.distributed import World
 from bcg_deploy.training.rng import even_split
+from bcg_deploy.training.syncs import first_true
 
 # ---------------------------------------------------------------------------------------------
 # features
@@ -226,19 +227,21 @@ class ADD(nn.Module):
     def update(self, deltas: torch.Tensor) -> dict[str, float]:
         """One or more SGD steps on the rollout's residuals [N, E, D] (+ replay), then store them.
 
-        Host reads: the number of finite rows, the replay count, and per SGD step one read of the summed
-        loss terms (whether the loss is finite, and the logged statistics)."""
+        Host reads: the number of finite rows and the replay count together (then the run's number of rows in a
+        data-parallel run), and per SGD step one read of the summed loss terms (whether the loss is finite, and
+        the logged statistics)."""
         w = self.world
         flat = deltas.detach().reshape(-1, deltas.shape[-1])
-        flat = flat[torch.isfinite(flat).all(dim=-1)]
+        finite = torch.isfinite(flat).all(dim=-1)
+        n_local, stored = torch.stack([finite.sum(), self.replay.count.to(finite.device)]).tolist()
+        flat = flat[first_true(finite, n_local)]
         stats: dict[str, float] = {}
-        sums = torch.cat([flat.new_tensor([float(flat.shape[0])]), flat.abs().sum(0)]).double()
-        sums = w.all_reduce_(sums)
-        n_all = int(sums[0])
+        n = torch.full((1,), float(n_local), dtype=flat.dtype, device=flat.device)
+        sums = w.all_reduce_(torch.cat([n, flat.abs().sum(0)]).double())
+        n_all = int(sums[0]) if w.distributed else n_local
         if n_all == 0:
             return stats
         self.norm.update_sum(n_all, sums[1:])
-        stored = int(self.replay.count)
         share = even_split(self.cfg.batch_size, w.size)[w.rank]
         w_neg = share / self.cfg.batch_size
         params = list(self.disc.parameters())

@@ -42,7 +42,8 @@ from bcg_deploy.training.distributed import World, merge_env_states, split_env_s
 from bcg_deploy.training.env import ImitationEnv, SimTransition, Transition
 from bcg_deploy.training.logger import MetricsLogger, episode_metrics, plot_learning_curve
 from bcg_deploy.training.rng import EnvRandom, even_split, shard_seed
-from bcg_deploy.training.shac import EVENTS, SHAC, first_true
+from bcg_deploy.training.shac import EVENTS, SHAC
+from bcg_deploy.training.syncs import first_true
 
 CHECKPOINT_NAME = "run.pt"
 TRAINING_KEYS = ("env_state", "add_replay", "shac_state", "episode_history")

@@ -32,7 +32,7 @@ from bcg_deploy.training.distributed import World, world_moments
 from bcg_deploy.training.networks import Actor, CriticEnsemble
 from bcg_deploy.training.normalizer import RunningNormalizer
 from bcg_deploy.training.rng import common_seed
-from bcg_deploy.training.syncs import read_once
+from bcg_deploy.training.syncs import first_true, read_once
 
 EVENTS = ("diverged", "fell", "strayed", "timeout")
 """The window's event counts, in the order of ``Rollout.stats["events"]``."""
@@ -128,12 +128,6 @@ def step_unless(optimizer: torch.optim.Optimizer, skip: torch.Tensor) -> None:
             del optimizer.found_inf
     elif not bool(skip):
         optimizer.step()
-
-
-def first_true(mask: torch.Tensor, count: int) -> torch.Tensor:
-    """The indices of the True entries of the 1-D ``mask``, in order, given their number ``count`` (what
-    ``mask.nonzero()`` gives, without the host read of the output size)."""
-    return torch.argsort((~mask).to(torch.uint8), stable=True)[:count]
 
 
 class SHAC(nn.Module):
@@ -367,11 +361,14 @@ class SHAC(nn.Module):
 
     def _minibatches(self, total: int, rows: torch.Tensor | None, device: torch.device) -> list[list]:
         """Per critic pass, its minibatches as (this rank's sample rows, the global minibatch size): one
-        permutation of the run's samples per pass, all drawn first (the same draws as one per pass) and moved to
-        the device at once; in a data-parallel run the sizes of the ranks' parts are read once."""
+        permutation of the run's samples per pass, all drawn first on the host (the same draws as one per pass)
+        and copied to the device at once; in a data-parallel run the sizes of the ranks' parts are read once."""
         cfg = self.cfg
         gen = self.minibatch_generator
-        perms = torch.stack([torch.randperm(total, generator=gen) for _ in range(cfg.critic_iterations)]).to(device)
+        perms = torch.stack([torch.randperm(total, generator=gen) for _ in range(cfg.critic_iterations)])
+        if device.type == "cuda":  # from pinned memory: an asynchronous copy, not a host sync
+            perms = perms.pin_memory().to(device, non_blocking=True)
+        perms = perms.to(device)
         bs = max(1, total // cfg.critic_minibatches)
         mb = cfg.critic_minibatches
         bounds = [(b * bs, (b + 1) * bs if b < mb - 1 else total) for b in range(mb)]

@@ -24,7 +24,8 @@ training loop with such calls in every control step is host-bound on a GPU howev
   emits a warning, which is recorded and counted (the ground truth on a GPU).
 
 ``read_once(tree)`` is the other half: every tensor of a nested dict/list read by the host in one sync
-per device (the way per-iteration metrics and counters accumulated on the device reach the host).
+per device (the way per-iteration metrics and counters accumulated on the device reach the host);
+``first_true(mask, count)`` selects rows without the sync of a boolean mask once their number is known.
 
 The module imports nothing but torch, so a benchmark may load it by path into an older checkout of
 the project (to count the syncs of the code before a change).
@@ -209,6 +210,12 @@ class SyncCounter:
             "by_kind": dict(self.by_kind.most_common()),
             "top_sites": dict(self.sites.most_common(top)),
         }
+
+
+def first_true(mask: torch.Tensor, count: int) -> torch.Tensor:
+    """The indices of the True entries of the 1-D ``mask``, in order, given their number ``count`` (what
+    ``mask.nonzero()`` gives, without the host read of the output size)."""
+    return torch.argsort((~mask).to(torch.uint8), stable=True)[:count]
 
 
 def read_once(tree: Any) -> Any:
