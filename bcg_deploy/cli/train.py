@@ -209,7 +209,7 @@ def train_cmd(
     iterations: int | None = typer.Option(
         None,
         "--iterations",
-        help="SHAC iterations (~55 min for 1200 with BCG on a 2-core CPU; paper 3000).",
+        help="SHAC iterations (1200 with BCG: 55-85 min on a 2-core CPU; paper 3000).",
         show_default="1200",
     ),
     horizon: int | None = typer.Option(

@@ -261,8 +261,8 @@ class RunnerCfg:
 
     iterations: int = 1200
     """SHAC iterations (paper: 3000). The default is the CPU-sized main job of ``bcgd train dance``: SHAC +
-    BCG at 64 envs x horizon 32 on 2 ranks, 2.77 s per iteration on a 2-core CPU (bench/train_throughput.py),
-    about 55 min; its policy had 0/5 falls in MuJoCo with --noise 1 (README)."""
+    BCG at 64 envs x horizon 32 on 2 ranks, 2.8-4.2 s per iteration on the 2-core CPUs we measured
+    (bench/train_throughput.py), 55-85 min; its policy had 0/5 falls in MuJoCo with --noise 1 (README)."""
     save_every: int = 50
     """Write run.pt every K iterations (and at the end)."""
     seed: int = 0
