@@ -28,7 +28,7 @@ from bcg_deploy.export.metadata import build_metadata, timing
 from bcg_deploy.fileio import atomic_write_bytes
 from bcg_deploy.profiles import get_profile, profile_of_config
 from bcg_deploy.robots import ROBOTS, RobotSpec, load_robot
-from bcg_deploy.training.checkpoint import EXPORT_KEYS, check_robot_identity, load_checkpoint
+from bcg_deploy.training.checkpoint import EXPORT_KEYS, check_robot_identity, load_checkpoint, robot_of_checkpoint
 
 OPSET = 17
 PARITY_TOL = 1e-5
@@ -83,7 +83,7 @@ def load_for_export(checkpoint: Path) -> tuple[dict, RobotSpec]:
     name = ckpt["robot"].get("name")
     if name not in ROBOTS:
         raise BcgdError(f"checkpoint {checkpoint} is for robot {name!r}; this bcgd has {', '.join(ROBOTS)}")
-    robot = load_robot(name)
+    robot = robot_of_checkpoint(ckpt, load_robot(name))
     check_robot_identity(ckpt, robot, checkpoint)
     return ckpt, robot
 

@@ -190,7 +190,7 @@ def bcgd_keys(ckpt: dict, robot: RobotSpec, parity: dict, opset: int, io: dict, 
         "outputs": io["outputs"],
         "observation": ckpt["observation"],
         "action": action,
-        "robot": dict(ckpt["robot"]),
+        "robot": robot.identity(),
         "motion": dict(ckpt["motion"]),
         "training": {
             "kappa": _get(cfg, "sim.kappa"),

@@ -8,7 +8,7 @@ the task-level choices of the robot's constants module (key bodies, action-scale
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import mujoco
@@ -69,6 +69,16 @@ class RobotSpec:
     def load_model(self, scene: bool = True) -> mujoco.MjModel:
         """Compile the MJCF (with floor and lights when ``scene``) into a fresh ``MjModel``."""
         return mujoco.MjModel.from_xml_path(str(self.scene_path if scene else self.mjcf_path))
+
+    def with_action_scale(self, scale: float | np.ndarray | None) -> RobotSpec:
+        """This robot with ``scale`` (rad; one number for every joint, or one per joint) as its action scale;
+        ``None``: unchanged."""
+        if scale is None:
+            return self
+        arr = np.broadcast_to(np.asarray(scale, dtype=np.float64), (self.num_joints,)).copy()
+        if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+            raise ValueError(f"action scale must be positive and finite, got {scale}")
+        return replace(self, action_scale=arr)
 
     def identity(self) -> dict:
         """What a checkpoint or ONNX records to name this robot: name and model hash."""

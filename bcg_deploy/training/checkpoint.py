@@ -23,7 +23,8 @@ Schema (``format_version`` 1; tensors are CPU tensors, everything else plain Pyt
 
     format           "bcg-deploy/run"
     format_version   1
-    robot            {"name": str, "model_hash": sha256 of the robot MJCF}
+    robot            {"name": str, "model_hash": sha256 of the robot MJCF, "action_scale": [29] rad (the one the
+                      policy was trained with; absent in older files, which used the packaged robot's)}
     motion           Motion.identity(): {"name", "kind", "file", "sha256", "start_s", ...} + "fps", "num_frames"
     motion_arrays    {root_pos [T,3], root_quat [T,4] wxyz, joint_pos [T,29], joint_vel [T,29],
                       root_lin_vel [T,3] world, root_ang_vel [T,3] world, body_pos_w [T,30,3],
@@ -199,7 +200,7 @@ def build_checkpoint(
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "robot": dict(robot.identity()),
+        "robot": {**robot.identity(), "action_scale": [float(x) for x in robot.action_scale]},
         "motion": plain({**motion.identity(), "fps": float(motion.fps), "num_frames": motion.num_frames}),
         "motion_arrays": arrays,
         "observation": plain(spec),
@@ -291,7 +292,8 @@ def _not_torch(path: Path) -> str:
 
 
 def check_robot_identity(ckpt: Mapping[str, Any], robot: RobotSpec, path: str | os.PathLike = "checkpoint") -> None:
-    """One-line ``BcgdError`` unless the checkpoint's robot name and model hash are ``robot``'s."""
+    """One-line ``BcgdError`` unless the checkpoint's robot name, model hash and (when recorded) action
+    scale are ``robot``'s."""
     want = robot.identity()
     got = ckpt["robot"]
     if got.get("name") != want["name"] or got.get("model_hash") != want["model_hash"]:
@@ -299,6 +301,34 @@ def check_robot_identity(ckpt: Mapping[str, Any], robot: RobotSpec, path: str | 
             f"checkpoint {path} is for robot {got.get('name')!r} (model {str(got.get('model_hash'))[:12]}), "
             f"not {want['name']!r} (model {want['model_hash'][:12]})"
         )
+    if "action_scale" in got:
+        scale = np.asarray(got["action_scale"], dtype=np.float64)
+        if scale.shape != robot.action_scale.shape or not np.allclose(scale, robot.action_scale, rtol=1e-9, atol=0):
+            raise BcgdError(
+                f"checkpoint {path} was trained with action scale {_scale_text(scale)} rad, not this run's "
+                f"{_scale_text(robot.action_scale)} rad (env.action_scale)"
+            )
+
+
+def robot_of_checkpoint(ckpt: Mapping[str, Any], robot: RobotSpec) -> RobotSpec:
+    """``robot`` (the packaged spec the checkpoint names) with the action scale the checkpoint records."""
+    scale = ckpt["robot"].get("action_scale")
+    if scale is None:
+        return robot
+    scale = np.asarray(scale, dtype=np.float64)
+    if scale.shape != robot.action_scale.shape or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+        raise BcgdError(
+            f"checkpoint robot.action_scale: expected {robot.num_joints} positive finite values (rad), "
+            f"got shape {list(scale.shape)}"
+        )
+    return robot.with_action_scale(scale)
+
+
+def _scale_text(scale: np.ndarray) -> str:
+    flat = np.asarray(scale).reshape(-1)
+    if flat.size and np.allclose(flat, flat[0]):
+        return f"{flat[0]:.4g} on every joint"
+    return f"{flat.min():.4g}-{flat.max():.4g} per joint" if flat.size else "[]"
 
 
 def _check_nested(path: Path, ckpt: dict) -> None:

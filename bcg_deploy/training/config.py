@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.profiles import PROFILES
+from bcg_deploy.robots import RobotSpec, load_robot
 
 TASKS = ("run", "jump", "fight", "dance")
 
@@ -72,6 +73,10 @@ class EnvCfg:
     """Early termination when the mean per-body position error to the reference exceeds this (m); None: off
     (METHOD.md terminates on falls only). Stops a policy from buying episode length by giving up on a
     travelling clip (run), where the reference runs away from a robot that only keeps its balance."""
+    action_scale: float | None = None
+    """One action scale for every joint (rad): ``q_target = default + action_scale * a``; None: the robot's
+    own per-joint scale (0.25 x effort / kp, the deployed trackers' recipe). An earlier version of the
+    paper's parameter table gives 0.4. Recorded in run.pt and written into the ONNX like the robot's own."""
     obs_profile: str = "paper"
     """The actor's observation profile (``bcg_deploy.profiles``): paper (METHOD's 849 values), beyondmimic,
     beyondmimic_wose or unitree (what those deploy stacks build on board); the critic sees the same, noise-free."""
@@ -320,6 +325,10 @@ class TrainConfig:
         """Raise BcgdError on values no run can use; return self."""
         checks = [
             (self.env.num_envs >= 1, "env.num_envs must be >= 1"),
+            (
+                self.env.action_scale is None or 0 < self.env.action_scale < float("inf"),
+                f"env.action_scale must be a positive number of rad or null, got {self.env.action_scale}",
+            ),
             (self.shac.horizon >= 1, "shac.horizon must be >= 1"),
             (self.runner.iterations >= 1, "runner.iterations must be >= 1"),
             (self.runner.save_every >= 1, "runner.save_every must be >= 1"),
@@ -477,3 +486,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     if tp is float and isinstance(value, int):
         return float(value)
     return value
+
+
+def training_robot(cfg: TrainConfig) -> RobotSpec:
+    """The robot a run trains: the packaged ``cfg.robot`` with ``env.action_scale`` applied (when set)."""
+    return load_robot(cfg.robot).with_action_scale(cfg.env.action_scale)

@@ -19,9 +19,8 @@ from pathlib import Path
 import torch
 
 from bcg_deploy.motions.motion import Motion
-from bcg_deploy.robots import load_robot
 from bcg_deploy.training import checkpoint as ckpt_io
-from bcg_deploy.training.config import TrainConfig, from_dict
+from bcg_deploy.training.config import TrainConfig, from_dict, training_robot
 from bcg_deploy.training.device import resolve_device
 from bcg_deploy.training.env import ImitationEnv
 from bcg_deploy.training.networks import Actor
@@ -58,7 +57,7 @@ def evaluate_policy(
     with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
         torch.manual_seed(seed)
         rng = EnvRandom(seed, [num_envs], device=dev)  # the envs' draws follow ``seed``, not the run's
-        env = ImitationEnv(cfg, load_robot(cfg.robot), motion, sim=sim, device=dev, rng=rng)
+        env = ImitationEnv(cfg, training_robot(cfg), motion, sim=sim, device=dev, rng=rng)
         stats = _rollout(env, actor, obs_normalizer, steps, deterministic)
     return {
         **stats,

@@ -36,7 +36,7 @@ from torch import nn
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.motions.motion import Motion
 from bcg_deploy.training import checkpoint as ckpt_io
-from bcg_deploy.training.config import PPOCfg, TrainConfig, to_dict
+from bcg_deploy.training.config import PPOCfg, TrainConfig, to_dict, training_robot
 from bcg_deploy.training.distributed import World
 from bcg_deploy.training.logger import MetricsLogger, episode_metrics
 from bcg_deploy.training.networks import mlp
@@ -158,7 +158,6 @@ class PPOTrainer:
         on_iteration: Callable[[dict], None] | None = None,
         on_event: Callable[[dict], None] | None = None,
     ) -> None:
-        from bcg_deploy.robots import load_robot
         from bcg_deploy.training.add import ADD
         from bcg_deploy.training.env import ImitationEnv
         from bcg_deploy.training.runner import _device, load_motion, seed_everything
@@ -170,7 +169,7 @@ class PPOTrainer:
         if cfg.sim.dtype != "float32":
             raise BcgdError("ppo: sim.dtype must be float32 (rsl_rl's storage is float32)")
         self.cfg = cfg
-        self.robot = load_robot(cfg.robot)
+        self.robot = training_robot(cfg)
         self.device = _device(cfg.runner.device)
         if cfg.runner.threads > 0:
             torch.set_num_threads(cfg.runner.threads)

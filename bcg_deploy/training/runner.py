@@ -33,10 +33,9 @@ import yaml
 
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.motions.motion import Motion
-from bcg_deploy.robots import load_robot
 from bcg_deploy.training import checkpoint as ckpt_io
 from bcg_deploy.training.add import ADD
-from bcg_deploy.training.config import MotionCfg, TrainConfig, from_dict, to_dict
+from bcg_deploy.training.config import MotionCfg, TrainConfig, from_dict, to_dict, training_robot
 from bcg_deploy.training.device import configure_numerics, resolve_device
 from bcg_deploy.training.distributed import World, merge_env_states, split_env_state
 from bcg_deploy.training.env import ImitationEnv, SimTransition, Transition
@@ -96,7 +95,7 @@ class Trainer:
         on_event: Callable[[dict], None] | None = None,
         world: World | None = None,
     ) -> None:
-        self.robot = load_robot(cfg.robot)
+        self.robot = training_robot(cfg)
         ckpt = None
         if resume is not None:
             ckpt = load_resume_checkpoint(resume, self.robot)
