@@ -6,10 +6,13 @@ For each LAFAN1 G1 file (``--data``, default ../shared/data/lafan1_g1): every sa
 are our window's score and its percentile among the sane windows, the median sane window, and the best
 sane window that does not overlap ours (a held-out window for the generalisation runs). Reach: the share of
 the window's joint-frames whose reference angle lies outside default +/- action scale (where
-``q_target = default + scale * tanh(.)`` cannot be put), per scale, overall and per joint group.
+``q_target = default + scale * tanh(.)`` cannot be put), and the mean excess beyond it (rad, over all
+joint-frames), per scale, overall and per joint group; scales: ours (0.25 x effort / kp), each ``--uniform``
+value (rad on every joint; ``env.action_scale``) and each ``--fraction`` (x effort / kp). Also the 95th
+percentile of |q - default| per joint group (rad): the scale that would reach 95 % of that group's frames.
 Writes ``bench/results/motion_difficulty.json``.
 
-    python bench/motion_difficulty.py [--data DIR]
+    python bench/motion_difficulty.py [--data DIR] [--uniform 0.4 0.8] [--fraction 0.5]
 """
 
 from __future__ import annotations
@@ -36,14 +39,31 @@ def outside_share(q: np.ndarray, q0: np.ndarray, scale: np.ndarray) -> np.ndarra
     return (np.abs(q - q0) > scale).mean(axis=0)
 
 
+def mean_excess(q: np.ndarray, q0: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Per joint: the mean over frames of max(|q - q0| - scale, 0) (rad)."""
+    return np.maximum(np.abs(q - q0) - scale, 0.0).mean(axis=0)
+
+
+def by_group(per_joint: np.ndarray, joint_names: tuple[str, ...]) -> dict[str, float]:
+    """Mean of a per-joint figure over each joint group (legs, waist, arms)."""
+    return {
+        g: float(np.mean([per_joint[j] for j, n in enumerate(joint_names) if any(k in n for k in keys)]))
+        for g, keys in GROUPS.items()
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "lafan1_g1")
+    ap.add_argument("--uniform", type=float, nargs="*", default=[0.4], help="uniform action scales (rad)")
+    ap.add_argument("--fraction", type=float, nargs="*", default=[], help="action scales as a fraction of effort/kp")
     args = ap.parse_args()
     robot = load_robot("g1")
     crit = WindowCriterion()
     q0 = np.asarray(robot.default_joint_pos)
-    scales = {"ours": np.asarray(robot.action_scale), "uniform_0.4": np.full(robot.num_joints, 0.4)}
+    scales = {"ours": np.asarray(robot.action_scale)}
+    scales |= {f"uniform_{u:g}": np.full(robot.num_joints, u) for u in args.uniform}
+    scales |= {f"fraction_{f:g}": f * robot.effort_limit / robot.kp for f in args.fraction}
     ours_scale = dict(zip(robot.joint_names, scales["ours"].tolist(), strict=True))
     out: dict = {"criterion": crit.__dict__, "action_scale_ours": ours_scale}
     for task, fname in FILES.items():
@@ -64,12 +84,14 @@ def main() -> None:
         q = track.joint_pos[i0 : i0 + frames]
         reach = {}
         for name, sc in scales.items():
-            per_joint = outside_share(q, q0, sc)
-            groups = {
-                g: float(np.mean([per_joint[j] for j, n in enumerate(robot.joint_names) if any(k in n for k in keys)]))
-                for g, keys in GROUPS.items()
+            share, excess = outside_share(q, q0, sc), mean_excess(q, q0, sc)
+            reach[name] = {
+                "outside_share": float(share.mean()),
+                "by_group": by_group(share, robot.joint_names),
+                "mean_excess_rad": float(excess.mean()),
+                "mean_excess_by_group_rad": by_group(excess, robot.joint_names),
             }
-            reach[name] = {"outside_share": float(per_joint.mean()), "by_group": groups}
+        p95 = by_group(np.percentile(np.abs(q - q0), 95, axis=0), robot.joint_names)
         out[task] = {
             "file": fname,
             "window_start_s": choice.start_s,
@@ -80,19 +102,27 @@ def main() -> None:
             "held_out_window_start_s": None if held is None else float(starts[held]),
             "held_out_score_rad_s": None if held is None else float(score[held]),
             "reach": reach,
+            "p95_abs_offset_by_group_rad": p95,
         }
         r = out[task]
         print(f"motion_difficulty.{task}.window_start_s: {r['window_start_s']:.1f}  score {r['score_rad_s']:.3f} "
               f"(percentile {r['percentile_among_sane']:.0f}, median {r['median_sane_score_rad_s']:.3f}; held-out "
               f"{r['held_out_window_start_s']} s at {r['held_out_score_rad_s']:.3f})")  # fmt: skip
         for name in scales:
+            r = reach[name]
             print(
-                f"motion_difficulty.{task}.outside_{name}: {reach[name]['outside_share']:.3f} {reach[name]['by_group']}"
+                f"motion_difficulty.{task}.outside_{name}: {r['outside_share']:.3f} {_fmt(r['by_group'])}  "
+                f"excess {r['mean_excess_rad']:.3f} rad {_fmt(r['mean_excess_by_group_rad'])}"
             )
+        print(f"motion_difficulty.{task}.p95_abs_offset_rad: {_fmt(p95)}")
     res = ROOT / "bench" / "results"
     res.mkdir(parents=True, exist_ok=True)
     atomic_write_json(res / "motion_difficulty.json", out)
     print(f"wrote {res / 'motion_difficulty.json'}")
+
+
+def _fmt(groups: dict[str, float]) -> str:
+    return " ".join(f"{g} {v:.3f}" for g, v in groups.items())
 
 
 if __name__ == "__main__":
