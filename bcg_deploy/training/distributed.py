@@ -303,7 +303,8 @@ def split_env_state(state: dict, sizes: Sequence[int], rank: int) -> dict:
 # local launcher (bcgd train --nproc N)
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (for a local rendezvous)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -316,7 +317,7 @@ def launch_local(argv: Sequence[str], nproc: int, stop_grace_s: float = 10.0) ->
     the return value is 0 when every rank succeeded, else that rank's exit code (a signal as 128 + n).
     Ctrl-C reaches every rank (one process group): they stop at the iteration boundary and save.
     """
-    port = _free_port()
+    port = free_port()
     procs: list[subprocess.Popen] = []
     base = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(nproc)}
     base["LOCAL_WORLD_SIZE"] = str(nproc)

@@ -8,7 +8,6 @@ difference left is the order of floating-point sums.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,12 +19,6 @@ from bcg_deploy.training import distributed as dd
 
 WORKER = Path(__file__).with_name("dist_worker.py")
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _run(args: list[str], env_extra: dict[str, str]) -> subprocess.Popen:
@@ -42,7 +35,7 @@ def _one_update(tmp_path: Path, dtype: str) -> tuple[dict, dict]:
     """(single process x 64 envs in 2 streams, 2 ranks x 32 envs) after one SHAC update."""
     envs, horizon, iters = 64, 4, 1
     single, ranked = tmp_path / f"single_{dtype}.pt", tmp_path / f"ranked_{dtype}.pt"
-    port = str(_port())
+    port = str(dd.free_port())
     common = {"BCGD_TEST_DTYPE": dtype}
     procs = [_run([str(single), str(envs), str(horizon), str(iters), "2"], common)]
     for r in range(2):

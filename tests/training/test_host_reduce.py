@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 import pytest
@@ -11,15 +10,10 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from bcg_deploy.training.distributed import free_port
 from bcg_deploy.training.host_reduce import HostReducer
 
 pytestmark = pytest.mark.skipif(not HostReducer.available(), reason="no writable /dev/shm on this machine")
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _worker(rank: int, size: int, port: int, out: str) -> None:
@@ -45,7 +39,7 @@ def _worker(rank: int, size: int, port: int, out: str) -> None:
 @pytest.mark.parametrize("size", [2, 3])
 def test_host_sum_equals_the_sum_on_every_rank_and_leaves_no_files(tmp_path, size):
     out = str(tmp_path / "r")
-    mp.start_processes(_worker, args=(size, _port(), out), nprocs=size, start_method="spawn")
+    mp.start_processes(_worker, args=(size, free_port(), out), nprocs=size, start_method="spawn")
     per_rank = [torch.load(f"{out}.{r}", weights_only=False) for r in range(size)]
     for key, (ours, gloo, exact) in per_rank[0]["results"].items():
         tol = 1e-6 if "float32" in key[1] else 1e-13
