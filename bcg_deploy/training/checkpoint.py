@@ -315,20 +315,22 @@ def robot_of_checkpoint(ckpt: Mapping[str, Any], robot: RobotSpec) -> RobotSpec:
     scale = ckpt["robot"].get("action_scale")
     if scale is None:
         return robot
-    scale = np.asarray(scale, dtype=np.float64)
-    if scale.shape != robot.action_scale.shape or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+    try:
+        return robot.with_action_scale(np.asarray(scale, dtype=np.float64).reshape(robot.num_joints))
+    except ValueError:  # wrong length, or not positive and finite
         raise BcgdError(
             f"checkpoint robot.action_scale: expected {robot.num_joints} positive finite values (rad), "
-            f"got shape {list(scale.shape)}"
-        )
-    return robot.with_action_scale(scale)
+            f"got {np.size(scale)} values"
+        ) from None
 
 
 def _scale_text(scale: np.ndarray) -> str:
     flat = np.asarray(scale).reshape(-1)
-    if flat.size and np.allclose(flat, flat[0]):
+    if flat.size == 0:
+        return "[]"
+    if np.allclose(flat, flat[0]):
         return f"{flat[0]:.4g} on every joint"
-    return f"{flat.min():.4g}-{flat.max():.4g} per joint" if flat.size else "[]"
+    return f"{flat.min():.4g}-{flat.max():.4g} per joint"
 
 
 def _check_nested(path: Path, ckpt: dict) -> None:
