@@ -58,13 +58,7 @@ class OffsetRecorder:
 
     def _wrapped(self, q: torch.Tensor, feet: torch.Tensor, per_foot: tuple[int, ...]):  # noqa: ANN202
         dq, dqd = self._orig(q, feet, per_foot)
-        jac = torch.stack(
-            [
-                foot_jacobian(self.tr.kin, q, c, idx[0])
-                for c, idx in zip(self.tr.chains, self.tr._chain_index, strict=True)
-            ],
-            dim=1,
-        )
+        jac = torch.stack([foot_jacobian(self.tr.kin, q, c) for c in self.tr.chains], dim=1)
         self.records.append(
             {
                 "q": q.detach().double().cpu().numpy(),

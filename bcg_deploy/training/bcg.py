@@ -71,12 +71,17 @@ from bcg_deploy.training.kinematics import Kinematics, quat_normalize
 @dataclass(frozen=True)
 class LegChain:
     """The hinges from the root to one foot body: ``body`` indexes ``RobotSpec.body_names``;
-    ``qpos`` / ``dof`` are the hinges' indices in q [.., 36] / qd [.., 35], root to foot."""
+    ``qpos`` / ``dof`` are the hinges' indices in q [.., 36] / qd [.., 35], root to foot; ``bodies``
+    the body (``RobotSpec.body_names`` index) each hinge moves, ``axes`` / ``anchors`` each hinge's
+    axis (unit) and anchor point (m) in that body's frame (MuJoCo ``jnt_axis`` / ``jnt_pos``)."""
 
     foot: str
     body: int
     qpos: tuple[int, ...]
     dof: tuple[int, ...]
+    bodies: tuple[int, ...]
+    axes: tuple[tuple[float, float, float], ...]
+    anchors: tuple[tuple[float, float, float], ...]
 
 
 def leg_chains(robot: RobotSpec) -> tuple[LegChain, ...]:
@@ -87,33 +92,49 @@ def leg_chains(robot: RobotSpec) -> tuple[LegChain, ...]:
         body = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, name)
         if body < 1:
             raise ValueError(f"{robot.name}: foot body {name!r} is not in the model")
-        qpos: list[int] = []
-        dof: list[int] = []
+        joints: list[int] = []
         b = body
         while b > 0:
-            for j in range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]):
-                if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE:
-                    qpos.append(int(m.jnt_qposadr[j]))
-                    dof.append(int(m.jnt_dofadr[j]))
+            joints += [
+                j
+                for j in range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b])
+                if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE
+            ]
             b = m.body_parentid[b]
-        chains.append(LegChain(name, body - 1, tuple(reversed(qpos)), tuple(reversed(dof))))
+        joints.reverse()
+        chains.append(
+            LegChain(
+                foot=name,
+                body=body - 1,
+                qpos=tuple(int(m.jnt_qposadr[j]) for j in joints),
+                dof=tuple(int(m.jnt_dofadr[j]) for j in joints),
+                bodies=tuple(int(m.jnt_bodyid[j]) - 1 for j in joints),
+                axes=tuple(tuple(float(x) for x in m.jnt_axis[j]) for j in joints),
+                anchors=tuple(tuple(float(x) for x in m.jnt_pos[j]) for j in joints),
+            )
+        )
     return tuple(chains)
 
 
-def foot_jacobian(kin: Kinematics, q: torch.Tensor, chain: LegChain, cols: torch.Tensor | None = None) -> torch.Tensor:
+def foot_jacobian(kin: Kinematics, q: torch.Tensor, chain: LegChain) -> torch.Tensor:
     """Positional Jacobian [n, 3, k] (world frame, m/rad) of the foot body origin w.r.t. the chain's
     k hinge angles at configurations ``q`` [n, 36] (detached; computed in the kinematics' dtype).
-    ``cols``: ``chain.qpos`` as a long tensor on ``q``'s device, if the caller keeps one."""
-    dtype = kin._c0.dtype
-    with torch.enable_grad():
-        x = torch.nan_to_num(q.detach().to(dtype), nan=0.0, posinf=0.0, neginf=0.0).requires_grad_(True)
-        p = kin.transforms(x)[:, chain.body, :3, 3]
-        cols = torch.as_tensor(chain.qpos, device=q.device) if cols is None else cols
-        rows = []
-        for c in range(3):
-            (g,) = torch.autograd.grad(p[:, c].sum(), x, retain_graph=c < 2)
-            rows.append(g.index_select(1, cols))
-    return torch.stack(rows, dim=1)
+
+    Column j = a_j x (p_foot - p_j), with a_j the hinge's world axis and p_j its world anchor (both
+    fixed under the hinge's own rotation, so read off the moved body's world transform): one forward
+    kinematics pass, no autograd."""
+    dtype, dev = kin._c0.dtype, q.device
+    with torch.no_grad():
+        x = torch.nan_to_num(q.detach().to(dtype), nan=0.0, posinf=0.0, neginf=0.0)
+        t = kin.transforms(x)  # [n, NB, 4, 4]
+        tb = t.index_select(1, torch.as_tensor(chain.bodies, device=dev))  # [n, k, 4, 4]
+        rot, pos = tb[..., :3, :3], tb[..., :3, 3]
+        axis = torch.as_tensor(chain.axes, dtype=dtype, device=dev)[..., None]  # [k, 3, 1]
+        anchor = torch.as_tensor(chain.anchors, dtype=dtype, device=dev)[..., None]
+        a = (rot @ axis)[..., 0]
+        p = pos + (rot @ anchor)[..., 0]
+        cols = torch.linalg.cross(a, t[:, chain.body, None, :3, 3] - p, dim=-1)  # [n, k, 3]
+    return cols.transpose(1, 2)
 
 
 def damped_pinv(jac: torch.Tensor, damping: float) -> torch.Tensor:
@@ -437,7 +458,7 @@ class BundledTransition:
                 continue
             sel = torch.nonzero_static(feet[:, f], size=m).squeeze(-1)
             qpos, dof = self._chain_index[f]
-            jac = foot_jacobian(self.kin, q.index_select(0, sel), chain, qpos)
+            jac = foot_jacobian(self.kin, q.index_select(0, sel), chain)
             pinv = damped_pinv(jac, self.cfg.damping)  # [m, k, 3]
             dp = self.cfg.sigma_p * torch.randn(m, B, 3, 1, generator=gen, dtype=torch.float64, device=dev)
             dv = self.cfg.sigma_v * torch.randn(m, B, 3, 1, generator=gen, dtype=torch.float64, device=dev)
