@@ -116,21 +116,32 @@ def leg_chains(robot: RobotSpec) -> tuple[LegChain, ...]:
     return tuple(chains)
 
 
-def foot_jacobian(kin: Kinematics, q: torch.Tensor, chain: LegChain) -> torch.Tensor:
+def chain_tensors(chain: LegChain, dtype: torch.dtype, device: torch.device | str) -> tuple[torch.Tensor, ...]:
+    """The chain's hinge bodies [k] (long), axes [k, 3, 1] and anchors [k, 3, 1] as tensors (made once by
+    a caller that keeps them: each creation is a host-to-device copy)."""
+    bodies = torch.as_tensor(chain.bodies, device=device)
+    axis = torch.as_tensor(chain.axes, dtype=dtype, device=device)[..., None]
+    anchor = torch.as_tensor(chain.anchors, dtype=dtype, device=device)[..., None]
+    return bodies, axis, anchor
+
+
+def foot_jacobian(
+    kin: Kinematics, q: torch.Tensor, chain: LegChain, consts: tuple[torch.Tensor, ...] | None = None
+) -> torch.Tensor:
     """Positional Jacobian [n, 3, k] (world frame, m/rad) of the foot body origin w.r.t. the chain's
     k hinge angles at configurations ``q`` [n, 36] (detached; computed in the kinematics' dtype).
+    ``consts``: ``chain_tensors(chain, kin's dtype, q's device)``, if the caller keeps them.
 
     Column j = a_j x (p_foot - p_j), with a_j the hinge's world axis and p_j its world anchor (both
     fixed under the hinge's own rotation, so read off the moved body's world transform): one forward
     kinematics pass, no autograd."""
-    dtype, dev = kin._c0.dtype, q.device
+    dtype = kin._c0.dtype
+    bodies, axis, anchor = chain_tensors(chain, dtype, q.device) if consts is None else consts
     with torch.no_grad():
         x = torch.nan_to_num(q.detach().to(dtype), nan=0.0, posinf=0.0, neginf=0.0)
         t = kin.transforms(x)  # [n, NB, 4, 4]
-        tb = t.index_select(1, torch.as_tensor(chain.bodies, device=dev))  # [n, k, 4, 4]
+        tb = t.index_select(1, bodies)  # [n, k, 4, 4]
         rot, pos = tb[..., :3, :3], tb[..., :3, 3]
-        axis = torch.as_tensor(chain.axes, dtype=dtype, device=dev)[..., None]  # [k, 3, 1]
-        anchor = torch.as_tensor(chain.anchors, dtype=dtype, device=dev)[..., None]
         a = (rot @ axis)[..., 0]
         p = pos + (rot @ anchor)[..., 0]
         cols = torch.linalg.cross(a, t[:, chain.body, None, :3, 3] - p, dim=-1)  # [n, k, 3]
@@ -273,6 +284,7 @@ class BundledTransition:
             for c in self.chains
         ]  # each chain's hinge indices in q / qd, made once on the device
         self.kin = Kinematics(self.robot, torch.float64).to(self.device)
+        self._chain_consts = [chain_tensors(c, torch.float64, self.device) for c in self.chains]
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(int(seed) if seed is not None else (torch.initial_seed() + 0xBC6) % (2**63))
         self._buckets: dict[int, _Bucket] = {}
@@ -458,7 +470,7 @@ class BundledTransition:
                 continue
             sel = torch.nonzero_static(feet[:, f], size=m).squeeze(-1)
             qpos, dof = self._chain_index[f]
-            jac = foot_jacobian(self.kin, q.index_select(0, sel), chain)
+            jac = foot_jacobian(self.kin, q.index_select(0, sel), chain, self._chain_consts[f])
             pinv = damped_pinv(jac, self.cfg.damping)  # [m, k, 3]
             dp = self.cfg.sigma_p * torch.randn(m, B, 3, 1, generator=gen, dtype=torch.float64, device=dev)
             dv = self.cfg.sigma_v * torch.randn(m, B, 3, 1, generator=gen, dtype=torch.float64, device=dev)
