@@ -58,7 +58,10 @@ class OffsetRecorder:
 
     def _wrapped(self, q: torch.Tensor, feet: torch.Tensor, per_foot: tuple[int, ...]):  # noqa: ANN202
         dq, dqd = self._orig(q, feet, per_foot)
-        jac = torch.stack([foot_jacobian(self.tr.kin, q, c) for c in self.tr.chains], dim=1)
+        tr = self.tr
+        jac = torch.stack(
+            [foot_jacobian(tr.kin, q, c, k) for c, k in zip(tr.chains, tr._chain_consts, strict=True)], dim=1
+        )
         self.records.append(
             {
                 "q": q.detach().double().cpu().numpy(),
