@@ -94,7 +94,10 @@ def clip_and_sanitize(params: list[torch.Tensor], max_norm: float) -> tuple[torc
     for g in grads:
         torch.nan_to_num_(g, nan=0.0, posinf=0.0, neginf=0.0)
     norm = torch.nn.utils.get_total_norm(grads)
-    torch.nn.utils.clip_grads_with_norm_(grads, max_norm, norm)
+    # torch's clip_grads_with_norm_ takes the parameters (it scales their .grad): given the gradients
+    # themselves it finds no .grad and clips nothing. Scale the gradients directly.
+    scale = (max_norm / (norm + 1e-6)).clamp(max=1.0)
+    torch._foreach_mul_(grads, scale)
     return norm, bad
 
 

@@ -4,13 +4,15 @@ and the robustness rules (non-finite loss skipped, NaN gradients zeroed)."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
 from bcg_deploy.robots import load_robot
 from bcg_deploy.training.add import ADD
 from bcg_deploy.training.env import ImitationEnv
-from bcg_deploy.training.shac import SHAC
+from bcg_deploy.training.shac import SHAC, clip_and_sanitize
 
 from .conftest import tiny_cfg
 
@@ -82,3 +84,50 @@ def test_non_finite_loss_is_skipped_and_nan_grads_zeroed(setup):
         hook.remove()
     assert stats["actor_nan_grad_tensors"] == 1 and shac.parameters_finite()
     assert torch.equal(w[0], before[list(dict(shac.actor.named_parameters())).index("mu.bias")][0])
+
+
+def test_clip_and_sanitize_clips_to_the_total_norm():
+    """The gradients leave with total norm ``max_norm`` when above it, unchanged below it, NaN entries zeroed
+    (oracle: torch.nn.utils.clip_grad_norm_ on the same gradients)."""
+    gen = torch.Generator().manual_seed(0)
+    shapes = [(4, 3), (3,), (2, 2)]
+    for scale, max_norm in ((100.0, 1.0), (0.01, 1.0), (50.0, 10.0)):
+        grads = [scale * torch.randn(s, generator=gen) for s in shapes]
+        ours = [torch.nn.Parameter(torch.zeros(s)) for s in shapes]
+        ref = [torch.nn.Parameter(torch.zeros(s)) for s in shapes]
+        for p, q, g in zip(ours, ref, grads, strict=True):
+            p.grad, q.grad = g.clone(), g.clone()
+        ours[1].grad[0] = float("nan")
+        ref[1].grad[0] = 0.0
+        norm, bad = clip_and_sanitize(ours, max_norm)
+        ref_norm = torch.nn.utils.clip_grad_norm_(ref, max_norm)
+        assert int(bad) == 1
+        assert torch.allclose(norm, ref_norm)
+        for p, q in zip(ours, ref, strict=True):
+            assert torch.allclose(p.grad, q.grad, rtol=1e-6, atol=0.0)
+        total = torch.sqrt(sum(p.grad.square().sum() for p in ours))
+        assert float(total) <= max_norm * (1 + 1e-5)
+
+
+def test_actor_update_applies_the_gradient_clip(setup):
+    """One actor step on a loss scaled far above the clip moves the parameters as Adam on the gradient
+    clipped by torch.nn.utils.clip_grad_norm_ (both SHAC's step and the oracle start from the same state)."""
+    env, shac, state = setup
+    actor_sd = {k: v.clone() for k, v in shac.actor.state_dict().items()}
+    opt_sd = copy.deepcopy(shac.actor_optimizer.state_dict())
+    roll = _window_loss(env, shac, state)
+    loss = 1e4 * roll.actor_loss
+    grads = torch.autograd.grad(loss, list(shac.actor.parameters()), retain_graph=True)
+    assert float(torch.sqrt(sum(g.square().sum() for g in grads))) > 10 * shac.cfg.actor_grad_clip
+    ref = copy.deepcopy(shac.actor)
+    ref_opt = torch.optim.Adam(ref.parameters(), lr=shac.actor_optimizer.param_groups[0]["lr"], betas=shac.cfg.betas)
+    ref_opt.load_state_dict(copy.deepcopy(opt_sd))
+    for p, g in zip(ref.parameters(), grads, strict=True):
+        p.grad = g.clone()
+    torch.nn.utils.clip_grad_norm_(list(ref.parameters()), shac.cfg.actor_grad_clip)
+    ref_opt.step()
+    shac.update_actor(loss)
+    for (name, p), q in zip(shac.actor.named_parameters(), ref.parameters(), strict=True):
+        assert torch.allclose(p, q, rtol=1e-9, atol=1e-12), name
+    shac.actor.load_state_dict(actor_sd)
+    shac.actor_optimizer.load_state_dict(opt_sd)
