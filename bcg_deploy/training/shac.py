@@ -94,10 +94,8 @@ def clip_and_sanitize(params: list[torch.Tensor], max_norm: float) -> tuple[torc
     for g in grads:
         torch.nan_to_num_(g, nan=0.0, posinf=0.0, neginf=0.0)
     norm = torch.nn.utils.get_total_norm(grads)
-    # torch's clip_grads_with_norm_ takes the parameters (it scales their .grad): given the gradients
-    # themselves it finds no .grad and clips nothing. Scale the gradients directly.
-    scale = (max_norm / (norm + 1e-6)).clamp(max=1.0)
-    torch._foreach_mul_(grads, scale)
+    # clip_grads_with_norm_ scales the .grad of the PARAMETERS it is given (given the gradients, it clips nothing)
+    torch.nn.utils.clip_grads_with_norm_([p for p in params if p.grad is not None], max_norm, norm)
     return norm, bad
 
 
