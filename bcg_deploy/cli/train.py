@@ -309,6 +309,7 @@ def train_cmd(
     run_dir = check_writable(Path(cfg.runner.out_dir), "the run folder", is_dir=True)
     if out is None and "WORLD_SIZE" not in os.environ:  # ranks started from this argv train in the same folder
         sys.argv = [*sys.argv, "--out", cfg.runner.out_dir]
+    _stop_signal_interrupts()
     world = _distributed_world(cfg, nproc, nnodes, node_rank, rdzv_endpoint)
     if world is None:  # this process only launched the ranks, which have finished
         return
@@ -498,6 +499,17 @@ def _distributed_world(cfg, nproc: int | None, nnodes: int, node_rank: int, rdzv
     return None
 
 
+def _stop_signal_interrupts() -> None:
+    """In a rank of ``bcgd train --nproc N``, the launcher's stop request before the trainer listens for it
+    (set-up, first compile) interrupts, as Ctrl-C does: nothing has been trained to save."""
+    import signal
+
+    from bcg_deploy.training.distributed import STOP_SIGNAL, launched_rank
+
+    if launched_rank():
+        signal.signal(STOP_SIGNAL, signal.default_int_handler)
+
+
 def _run_rank(fn, world):  # noqa: ANN001, ANN202
     """Run a rank's training; a lost peer (a collective that failed or timed out) is one line, exit 3."""
     try:
@@ -505,11 +517,9 @@ def _run_rank(fn, world):  # noqa: ANN001, ANN202
     except RuntimeError as exc:
         if not world.distributed:
             raise
-        import os
+        from bcg_deploy.training.distributed import LOST_PEERS_EXIT, launched_rank
 
-        from bcg_deploy.training.distributed import LAUNCHED_ENV, LOST_PEERS_EXIT
-
-        if os.environ.get(LAUNCHED_ENV) != "1":  # under torchrun each rank reports; our launcher reports for all
+        if not launched_rank():  # under torchrun each rank reports; our launcher reports for all
             msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
             err_console.print(f"[bold red]error:[/] rank {world.rank}: lost the other ranks ({msg})", highlight=False)
         raise typer.Exit(LOST_PEERS_EXIT) from None

@@ -16,14 +16,16 @@ variables torchrun defines (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PO
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +42,10 @@ COLLECTIVE_TIMEOUT_S = 25.0
 """A collective that waits longer than this (a hung or stopped peer) fails the rank."""
 INTERRUPTED_EXIT = 130
 """Exit code of a rank stopped by Ctrl-C (after the ranks agreed on the stop and saved)."""
+STOP_SIGNAL = signal.SIGUSR1
+"""What ``launch_local`` sends its ranks when it is asked to stop (SIGINT or SIGTERM sent to it alone, by
+``kill``, ``timeout`` or a job scheduler): stop at the next iteration boundary, saved. Unlike a second
+SIGINT it is idempotent, so the ranks of a terminal's Ctrl-C, which got SIGINT themselves, see one request."""
 LOST_PEERS_EXIT = 3
 """Exit code of a rank whose collective failed because another rank died or hung."""
 LAUNCHED_ENV = "BCGD_LOCAL_LAUNCH"
@@ -303,6 +309,11 @@ def split_env_state(state: dict, sizes: Sequence[int], rank: int) -> dict:
 # local launcher (bcgd train --nproc N)
 
 
+def launched_rank() -> bool:
+    """Whether this process is a rank started by ``launch_local``."""
+    return os.environ.get(LAUNCHED_ENV) == "1"
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago (for a local rendezvous)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -310,46 +321,77 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def launch_local(argv: Sequence[str], nproc: int, stop_grace_s: float = 10.0) -> int:
+def launch_local(argv: Sequence[str], nproc: int, stop_grace_s: float = 10.0, save_wait_s: float = 120.0) -> int:
     """Run ``python -m bcg_deploy.cli <argv>`` as ``nproc`` ranks on this machine; supervise them.
 
     The first rank that exits non-zero stops the others (SIGTERM, then SIGKILL after ``stop_grace_s``);
     the return value is 0 when every rank succeeded, else that rank's exit code (a signal as 128 + n).
-    Ctrl-C reaches every rank (one process group): they stop at the iteration boundary and save.
+    SIGINT or SIGTERM to this process (a terminal's Ctrl-C reaches the ranks too, as one process group) is
+    passed on as ``STOP_SIGNAL``: the ranks stop at the iteration boundary and save, given ``save_wait_s``;
+    the return value is then 128 + the signal. A second one stops the ranks at once.
     """
     port = free_port()
     procs: list[subprocess.Popen] = []
     base = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(nproc)}
     base["LOCAL_WORLD_SIZE"] = str(nproc)
-    for r in range(nproc):
-        env = {**base, "RANK": str(r), "LOCAL_RANK": str(r), LAUNCHED_ENV: "1"}
-        procs.append(subprocess.Popen([sys.executable, "-m", "bcg_deploy.cli", *argv], env=env))
-    failed: tuple[int, int] | None = None
-    try:
-        while True:
+    asked = _StopRequests()
+    with asked.catching():
+        for r in range(nproc):
+            env = {**base, "RANK": str(r), "LOCAL_RANK": str(r), LAUNCHED_ENV: "1"}
+            procs.append(subprocess.Popen([sys.executable, "-m", "bcg_deploy.cli", *argv], env=env))
+        failed: tuple[int, int] | None = None
+        while failed is None and not asked.count:
             codes = [p.poll() for p in procs]
             bad = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
             if bad and all(c == INTERRUPTED_EXIT for _, c in bad):  # Ctrl-C reached the ranks: they saved
-                raise KeyboardInterrupt
-            if bad:  # the cause, not a rank that only lost its peers
+                asked.count, asked.signum = 1, signal.SIGINT
+            elif bad:  # the cause, not a rank that only lost its peers
                 failed = min(bad, key=lambda ic: (ic[1] == LOST_PEERS_EXIT, ic[0]))
-                break
-            if all(c == 0 for c in codes):
+            elif all(c == 0 for c in codes):
                 return 0
-            time.sleep(0.2)
-    except KeyboardInterrupt:
-        # The ranks got the same SIGINT: give them time to agree and save, then report.
-        deadline = time.monotonic() + 120.0
-        while time.monotonic() < deadline and any(p.poll() is None for p in procs):
-            try:
+            else:
                 time.sleep(0.2)
-            except KeyboardInterrupt:
-                break
-        _stop(procs, stop_grace_s)
-        return INTERRUPTED_EXIT
+        if failed is None:
+            _signal(procs, STOP_SIGNAL)
+            deadline = time.monotonic() + save_wait_s
+            while asked.count == 1 and time.monotonic() < deadline and any(p.poll() is None for p in procs):
+                time.sleep(0.2)
     _stop(procs, stop_grace_s)
+    if failed is None:
+        return 128 + int(asked.signum)
     rank, code = failed
     raise RankFailed(rank, code)
+
+
+class _StopRequests:
+    """Counts SIGINT / SIGTERM received by the launcher (``catching`` installs the handlers, main thread)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.signum = signal.SIGINT
+
+    def _note(self, signum: int, frame: Any) -> None:  # noqa: ARG002
+        self.count += 1
+        self.signum = signal.Signals(signum)
+
+    @contextlib.contextmanager
+    def catching(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {s: signal.signal(s, self._note) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
+
+
+def _signal(procs: Sequence[subprocess.Popen], signum: int) -> None:
+    for p in procs:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                p.send_signal(signum)
 
 
 class RankFailed(Exception):

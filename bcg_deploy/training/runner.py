@@ -37,7 +37,7 @@ from bcg_deploy.training import checkpoint as ckpt_io
 from bcg_deploy.training.add import ADD
 from bcg_deploy.training.config import MotionCfg, TrainConfig, from_dict, to_dict, training_robot
 from bcg_deploy.training.device import configure_numerics, resolve_device
-from bcg_deploy.training.distributed import World, merge_env_states, split_env_state
+from bcg_deploy.training.distributed import STOP_SIGNAL, World, launched_rank, merge_env_states, split_env_state
 from bcg_deploy.training.env import ImitationEnv, SimTransition, Transition
 from bcg_deploy.training.logger import MetricsLogger, episode_metrics, plot_learning_curve
 from bcg_deploy.training.rng import EnvRandom, even_split, shard_seed
@@ -444,6 +444,8 @@ class Trainer:
         finally:
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
+                if launched_rank():  # a stop request after the last iteration has nothing left to stop
+                    signal.signal(STOP_SIGNAL, signal.SIG_IGN)
             if self.logger is not None:
                 self.logger.close()
         if self.world.is_main:
@@ -457,7 +459,9 @@ class Trainer:
         """Ctrl-C marks a stop request, acted on at the end of the iteration (agreed by every rank of a
         data-parallel run); a second Ctrl-C interrupts at once. A KeyboardInterrupt raised anywhere instead
         can land in a garbage-collection finalizer, which Python reports and swallows, and the run goes on
-        (seen with SHAC + BCG). Only in the main thread (signals cannot be caught elsewhere)."""
+        (seen with SHAC + BCG). A rank of ``bcgd train --nproc N`` also takes the launcher's ``STOP_SIGNAL``
+        as a stop request, however often it comes. Only in the main thread (signals cannot be caught
+        elsewhere)."""
         if threading.current_thread() is not threading.main_thread():
             return None
 
@@ -466,6 +470,11 @@ class Trainer:
                 raise KeyboardInterrupt
             self._stop_requested = True
 
+        def request_stop_once(signum, frame) -> None:  # noqa: ANN001
+            self._stop_requested = True
+
+        if launched_rank():
+            signal.signal(STOP_SIGNAL, request_stop_once)
         return signal.signal(signal.SIGINT, request_stop)
 
 

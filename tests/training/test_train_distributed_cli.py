@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,3 +74,32 @@ def test_killed_rank_stops_every_rank_with_one_line_and_run_pt_resumes(tmp_path:
     assert int(ck2["iteration"]) == stored + 2 and ck2["world"]["size"] == 1
     last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
     assert last["iteration"] == stored + 2
+
+
+@pytest.mark.parametrize(
+    ("target", "signum"),
+    [("launcher", signal.SIGINT), ("launcher", signal.SIGTERM), ("group", signal.SIGINT)],
+    ids=["sigint-to-launcher", "sigterm-to-launcher", "ctrl-c-to-group"],
+)
+def test_a_stop_sent_to_the_launcher_alone_or_to_the_group_saves_run_pt(tmp_path: Path, target, signum) -> None:
+    """``kill -INT`` / ``timeout`` / a scheduler signal only the launcher; a terminal's Ctrl-C signals every
+    process of the group. Either way every rank stops at one iteration boundary and run.pt is written
+    (here before the first periodic save), with exit code 128 + the signal."""
+    run = tmp_path / "run"
+    args = ["train", "dance", "--iterations", "400", "--nproc", "2", "--out", str(run), *TINY]
+    args[args.index("--save-every") + 1] = "1000"  # no periodic save: only the stop can write run.pt
+    p = _cli(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while _iterations(run) < 3:
+        assert p.poll() is None, p.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    assert not (run / "run.pt").exists()
+    t0 = time.monotonic()
+    (os.killpg if target == "group" else os.kill)(p.pid, signum)
+    out, err = p.communicate(timeout=180)
+    assert p.returncode == 128 + signum, (out, err)
+    assert time.monotonic() - t0 < 60
+    assert "Traceback" not in err + out and "interrupted: iteration" in out, (out, err)
+    ck = torch.load(run / "run.pt", weights_only=True)
+    assert int(ck["iteration"]) == _iterations(run) >= 3 and ck["world"]["size"] == 2
