@@ -451,7 +451,8 @@ def _summary(result, cfg: TrainConfig, wall: float) -> None:  # noqa: ANN001 - r
     console.print("  ".join(shown), highlight=False, soft_wrap=True)
     if stopped:
         console.print(f"continue with: bcgd train --resume {ck}", highlight=False, soft_wrap=True)
-        raise typer.Exit(130)
+        signum = next(e.get("signal", 2) for e in result.events if e["event"] == "interrupted")
+        raise typer.Exit(128 + int(signum))  # 130 for Ctrl-C, 143 for SIGTERM
     else:
         console.print(f"next: bcgd export {ck}   (then: bcgd sim2sim policy.onnx)", highlight=False, soft_wrap=True)
 

@@ -146,6 +146,7 @@ class Trainer:
             )
             self._write_config()
         self._stop_requested = False
+        self._stop_signum = signal.SIGINT
         missing = [k for k, ok in self.env.sim_params_applied.items() if not ok and k != "joint_friction"]
         if cfg.domain_rand.enabled and missing and ckpt is None:
             self._event("domain_rand", f"not applied (the simulator rejected them): {', '.join(missing)}")
@@ -278,8 +279,8 @@ class Trainer:
 
     # ------------------------------------------------------------------ loop
 
-    def _event(self, kind: str, message: str) -> None:
-        e = {"iteration": self.iteration, "event": kind, "message": message}
+    def _event(self, kind: str, message: str, **extra: Any) -> None:
+        e = {"iteration": self.iteration, "event": kind, "message": message, **extra}
         self.events.append(e)
         if getattr(self, "logger", None) is not None:
             self.logger.event(self.iteration, kind, message)
@@ -428,24 +429,23 @@ class Trainer:
         end = cfg.iterations if cfg.stop_at <= 0 else min(cfg.stop_at, cfg.iterations)
         existing = self.run_dir / CHECKPOINT_NAME
         saved: Path | None = existing if self.iteration >= end and existing.exists() else None
-        previous = Trainer._catch_sigint(self)
+        previous = Trainer._catch_stop_signals(self)
         try:
             while self.iteration < end:
                 self.step()
                 if self._stop_requested:  # any rank was interrupted: every rank saves and stops here
-                    self._event("interrupted", f"stopped at iteration {self.iteration}; saving")
+                    self._interrupted()
                     saved = self.save() or saved
                     break
                 if self.iteration % cfg.save_every == 0 or self.iteration == end:
                     saved = self.save() or saved
         except KeyboardInterrupt:
-            self._event("interrupted", f"stopped at iteration {self.iteration}; saving")
+            self._interrupted()
             saved = self.save() or saved
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
-                if launched_rank():  # a stop request after the last iteration has nothing left to stop
-                    signal.signal(STOP_SIGNAL, signal.SIG_IGN)
+            for signum, handler in previous.items():
+                # a stop request after the last iteration has nothing left to stop
+                signal.signal(signum, signal.SIG_IGN if signum == STOP_SIGNAL else handler)
             if self.logger is not None:
                 self.logger.close()
         if self.world.is_main:
@@ -455,27 +455,32 @@ class Trainer:
                 self._event("plot_failed", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         return TrainResult(self.run_dir, saved, self.iteration, self.last_metrics, self.events)
 
-    def _catch_sigint(self):  # noqa: ANN202 - the previous signal handler, or None
+    def _interrupted(self) -> None:
+        self._event("interrupted", f"stopped at iteration {self.iteration}; saving", signal=int(self._stop_signum))
+
+    def _catch_stop_signals(self) -> dict:
         """Ctrl-C marks a stop request, acted on at the end of the iteration (agreed by every rank of a
         data-parallel run); a second Ctrl-C interrupts at once. A KeyboardInterrupt raised anywhere instead
         can land in a garbage-collection finalizer, which Python reports and swallows, and the run goes on
-        (seen with SHAC + BCG). A rank of ``bcgd train --nproc N`` also takes the launcher's ``STOP_SIGNAL``
-        as a stop request, however often it comes. Only in the main thread (signals cannot be caught
-        elsewhere)."""
+        (seen with SHAC + BCG). SIGTERM (a scheduler, ``timeout``, torchrun's agent) is a stop request too,
+        however often it comes; in a rank of ``bcgd train --nproc N`` that is the launcher's ``STOP_SIGNAL``
+        instead (the launcher's own SIGTERM must end its ranks). The "interrupted" event records the signal.
+        Only in the main thread (signals cannot be caught elsewhere): {signal: previous handler}."""
         if threading.current_thread() is not threading.main_thread():
-            return None
+            return {}
 
         def request_stop(signum, frame) -> None:  # noqa: ANN001
             if self._stop_requested:
                 raise KeyboardInterrupt
-            self._stop_requested = True
+            self._stop_requested, self._stop_signum = True, signal.SIGINT
 
         def request_stop_once(signum, frame) -> None:  # noqa: ANN001
-            self._stop_requested = True
+            if not self._stop_requested:
+                self._stop_requested = True
+                self._stop_signum = signal.SIGINT if signum == STOP_SIGNAL else signal.Signals(signum)
 
-        if launched_rank():
-            signal.signal(STOP_SIGNAL, request_stop_once)
-        return signal.signal(signal.SIGINT, request_stop)
+        once = STOP_SIGNAL if launched_rank() else signal.SIGTERM
+        return {signal.SIGINT: signal.signal(signal.SIGINT, request_stop), once: signal.signal(once, request_stop_once)}
 
 
 def build_transition(cfg: TrainConfig, env: ImitationEnv, seed: int | None = None) -> Transition:

@@ -90,7 +90,10 @@ def test_resume_continues_the_learning_rate_decay_and_logs_lines(home):
     assert cfg["runner"]["iterations"] == 6 and cfg["shac"]["actor_lr"] == pytest.approx((now * 6 - lmin * 2) / 4)
 
 
-def test_ctrl_c_saves_and_names_only_written_files(home):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_saves_and_names_only_written_files(home, signum):
+    """One process (8 envs): Ctrl-C, or SIGTERM from a scheduler or ``timeout``, saves at the iteration
+    boundary and exits 128 + the signal."""
     cwd, env = home
     cmd = [sys.executable, "-m", "bcg_deploy.cli", "train", "dance", "--iterations", "500", *TINY]
     cmd += ["--log-every", "1", "--set", "runner.tensorboard=false"]
@@ -105,10 +108,10 @@ def test_ctrl_c_saves_and_names_only_written_files(home):
         if not line:
             break
         seen += line
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     out, err = proc.communicate(timeout=600)  # saving and plotting on a loaded 2-core machine took > 120 s
     out = seen + out
-    assert proc.returncode == 130, (out, err)
+    assert proc.returncode == 128 + signum, (out, err)
     assert "Traceback" not in err and "interrupted: iteration" in out, (out, err)
     assert (cwd / "runs" / "dance" / "run.pt").is_file()
     assert "continue with: bcgd train --resume runs/dance/run.pt" in out
