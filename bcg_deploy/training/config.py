@@ -69,11 +69,10 @@ class EnvCfg:
     """Parallel environments E (paper: 64 with BCG, 128 without)."""
     fall_height: float = 0.3
     """Early termination when the root height drops below this (m)."""
-    max_tracking_error: float | None = 0.5
+    max_tracking_error: float | None = None
     """Early termination when the mean per-body position error to the reference exceeds this (m); None: off
-    (METHOD.md terminates on falls only). Stops a policy from buying episode length by giving up on the
-    clip: on run the reference runs away from a robot that only keeps its balance, and the LAFAN1 dance and
-    fight drift without it (docs/decisions.md D7, D15)."""
+    (METHOD.md terminates on falls only). Stops a policy from buying episode length by giving up on a
+    travelling clip (run), where the reference runs away from a robot that only keeps its balance."""
     action_scale: float | None = None
     """One action scale for every joint (rad): ``q_target = default + action_scale * a``; None: the robot's
     own per-joint scale (0.25 x effort / kp, the deployed trackers' recipe). An earlier version of the

@@ -76,8 +76,7 @@ def test_fall_terminates_and_resets(env):
 
 def test_straying_from_the_reference_terminates_only_when_enabled(env):
     """``env.max_tracking_error``: an env displaced 0.8 m from its reference ends (counted as strayed, not
-    as a fall) at a 0.5 m limit (the default); None leaves it running."""
-    default = env.cfg.env.max_tracking_error
+    as a fall) at a 0.5 m limit; the default (None) leaves it running."""
     for limit, want in ((None, [False, False, False]), (0.5, [False, True, False])):
         env.cfg.env.max_tracking_error = limit
         try:
@@ -87,7 +86,7 @@ def test_straying_from_the_reference_terminates_only_when_enabled(env):
             env.q = q
             out = env.step(torch.zeros(3, 29, dtype=env.dtype))
         finally:
-            env.cfg.env.max_tracking_error = default
+            env.cfg.env.max_tracking_error = None
         assert out.terminated.tolist() == want and out.info["strayed"].tolist() == want
         assert not out.info["fell"].any() and out.info["tracking_error"][1] > 0.7
 
