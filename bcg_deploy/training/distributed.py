@@ -46,6 +46,9 @@ STOP_SIGNAL = signal.SIGUSR1
 """What ``launch_local`` sends its ranks when it is asked to stop (SIGINT or SIGTERM sent to it alone, by
 ``kill``, ``timeout`` or a job scheduler): stop at the next iteration boundary, saved. Unlike a second
 SIGINT it is idempotent, so the ranks of a terminal's Ctrl-C, which got SIGINT themselves, see one request."""
+SAME_REQUEST_S = 1.0
+"""Stop signals this close together are one request, not a "stop at once": GNU ``timeout`` sends its signal
+to the command and then to the command's process group, so the command gets it twice."""
 LOST_PEERS_EXIT = 3
 """Exit code of a rank whose collective failed because another rank died or hung."""
 LAUNCHED_ENV = "BCGD_LOCAL_LAUNCH"
@@ -369,8 +372,13 @@ class _StopRequests:
     def __init__(self) -> None:
         self.count = 0
         self.signum = signal.SIGINT
+        self._first = 0.0
 
     def _note(self, signum: int, frame: Any) -> None:  # noqa: ARG002
+        now = time.monotonic()
+        if self.count and now - self._first < SAME_REQUEST_S:
+            return
+        self._first = self._first if self.count else now
         self.count += 1
         self.signum = signal.Signals(signum)
 

@@ -37,7 +37,14 @@ from bcg_deploy.training import checkpoint as ckpt_io
 from bcg_deploy.training.add import ADD
 from bcg_deploy.training.config import MotionCfg, TrainConfig, from_dict, to_dict, training_robot
 from bcg_deploy.training.device import configure_numerics, resolve_device
-from bcg_deploy.training.distributed import STOP_SIGNAL, World, launched_rank, merge_env_states, split_env_state
+from bcg_deploy.training.distributed import (
+    SAME_REQUEST_S,
+    STOP_SIGNAL,
+    World,
+    launched_rank,
+    merge_env_states,
+    split_env_state,
+)
 from bcg_deploy.training.env import ImitationEnv, SimTransition, Transition
 from bcg_deploy.training.logger import MetricsLogger, episode_metrics, plot_learning_curve
 from bcg_deploy.training.rng import EnvRandom, even_split, shard_seed
@@ -147,6 +154,7 @@ class Trainer:
             self._write_config()
         self._stop_requested = False
         self._stop_signum = signal.SIGINT
+        self._stop_requested_at = 0.0
         missing = [k for k, ok in self.env.sim_params_applied.items() if not ok and k != "joint_friction"]
         if cfg.domain_rand.enabled and missing and ckpt is None:
             self._event("domain_rand", f"not applied (the simulator rejected them): {', '.join(missing)}")
@@ -462,21 +470,22 @@ class Trainer:
         """Ctrl-C marks a stop request, acted on at the end of the iteration (agreed by every rank of a
         data-parallel run); a second Ctrl-C interrupts at once. A KeyboardInterrupt raised anywhere instead
         can land in a garbage-collection finalizer, which Python reports and swallows, and the run goes on
-        (seen with SHAC + BCG). SIGTERM (a scheduler, ``timeout``, torchrun's agent) is a stop request too,
-        however often it comes; in a rank of ``bcgd train --nproc N`` that is the launcher's ``STOP_SIGNAL``
-        instead (the launcher's own SIGTERM must end its ranks). The "interrupted" event records the signal.
+        (seen with SHAC + BCG). A second SIGINT within ``SAME_REQUEST_S`` is the same request. SIGTERM (a
+        scheduler, ``timeout``, torchrun's agent) is a stop request too, however often it comes; in a rank of
+        ``bcgd train --nproc N`` that is the launcher's ``STOP_SIGNAL`` instead (the launcher's own SIGTERM
+        must end its ranks). The "interrupted" event records the signal.
         Only in the main thread (signals cannot be caught elsewhere): {signal: previous handler}."""
         if threading.current_thread() is not threading.main_thread():
             return {}
 
         def request_stop(signum, frame) -> None:  # noqa: ANN001
-            if self._stop_requested:
+            if self._stop_requested and time.monotonic() - self._stop_requested_at >= SAME_REQUEST_S:
                 raise KeyboardInterrupt
-            self._stop_requested, self._stop_signum = True, signal.SIGINT
+            request_stop_once(signum, frame)
 
         def request_stop_once(signum, frame) -> None:  # noqa: ANN001
             if not self._stop_requested:
-                self._stop_requested = True
+                self._stop_requested, self._stop_requested_at = True, time.monotonic()
                 self._stop_signum = signal.SIGINT if signum == STOP_SIGNAL else signal.Signals(signum)
 
         once = STOP_SIGNAL if launched_rank() else signal.SIGTERM
