@@ -337,17 +337,17 @@ def launch_local(argv: Sequence[str], nproc: int, stop_grace_s: float = 10.0, sa
     procs: list[subprocess.Popen] = []
     base = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(nproc)}
     base["LOCAL_WORLD_SIZE"] = str(nproc)
-    asked = _StopRequests()
-    with asked.catching():
+    asked = StopRequest()
+    with _catching((signal.SIGINT, signal.SIGTERM), lambda signum, frame: asked.note(signum)):
         for r in range(nproc):
             env = {**base, "RANK": str(r), "LOCAL_RANK": str(r), LAUNCHED_ENV: "1"}
             procs.append(subprocess.Popen([sys.executable, "-m", "bcg_deploy.cli", *argv], env=env))
         failed: tuple[int, int] | None = None
-        while failed is None and not asked.count:
+        while failed is None and not asked.requested:
             codes = [p.poll() for p in procs]
             bad = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
             if bad and all(c == INTERRUPTED_EXIT for _, c in bad):  # Ctrl-C reached the ranks: they saved
-                asked.count, asked.signum = 1, signal.SIGINT
+                asked.note(signal.SIGINT)
             elif bad:  # the cause, not a rank that only lost its peers
                 failed = min(bad, key=lambda ic: (ic[1] == LOST_PEERS_EXIT, ic[0]))
             elif all(c == 0 for c in codes):
@@ -357,7 +357,7 @@ def launch_local(argv: Sequence[str], nproc: int, stop_grace_s: float = 10.0, sa
         if failed is None:
             _signal(procs, STOP_SIGNAL)
             deadline = time.monotonic() + save_wait_s
-            while asked.count == 1 and time.monotonic() < deadline and any(p.poll() is None for p in procs):
+            while not asked.again and time.monotonic() < deadline and any(p.poll() is None for p in procs):
                 time.sleep(0.2)
     _stop(procs, stop_grace_s)
     if failed is None:
@@ -366,33 +366,39 @@ def launch_local(argv: Sequence[str], nproc: int, stop_grace_s: float = 10.0, sa
     raise RankFailed(rank, code)
 
 
-class _StopRequests:
-    """Counts SIGINT / SIGTERM received by the launcher (``catching`` installs the handlers, main thread)."""
+class StopRequest:
+    """Stop signals taken as requests: the first one asks for a stop; another within ``SAME_REQUEST_S`` of it
+    is the same request; a later one asks again (``again``: stop at once). Used by the launcher and the
+    trainer's signal handlers."""
 
     def __init__(self) -> None:
-        self.count = 0
+        self.requested = False
+        self.again = False
         self.signum = signal.SIGINT
-        self._first = 0.0
+        self._at = 0.0
 
-    def _note(self, signum: int, frame: Any) -> None:  # noqa: ARG002
+    def note(self, signum: int) -> bool:
+        """Record a stop signal; True when it asks again."""
         now = time.monotonic()
-        if self.count and now - self._first < SAME_REQUEST_S:
-            return
-        self._first = self._first if self.count else now
-        self.count += 1
-        self.signum = signal.Signals(signum)
+        if not self.requested:
+            self.requested, self.signum, self._at = True, signal.Signals(signum), now
+        elif now - self._at >= SAME_REQUEST_S:
+            self.again = True
+        return self.again
 
-    @contextlib.contextmanager
-    def catching(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        previous = {s: signal.signal(s, self._note) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            yield
-        finally:
-            for s, h in previous.items():
-                signal.signal(s, h)
+
+@contextlib.contextmanager
+def _catching(signums: Sequence[int], handler: Any) -> Iterator[None]:
+    """``handler`` for ``signums`` inside the block (main thread only; elsewhere signals cannot be caught)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, handler) for s in signums}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 def _signal(procs: Sequence[subprocess.Popen], signum: int) -> None:

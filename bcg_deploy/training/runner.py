@@ -38,8 +38,8 @@ from bcg_deploy.training.add import ADD
 from bcg_deploy.training.config import MotionCfg, TrainConfig, from_dict, to_dict, training_robot
 from bcg_deploy.training.device import configure_numerics, resolve_device
 from bcg_deploy.training.distributed import (
-    SAME_REQUEST_S,
     STOP_SIGNAL,
+    StopRequest,
     World,
     launched_rank,
     merge_env_states,
@@ -152,9 +152,7 @@ class Trainer:
                 self.run_dir, cfg.runner.tensorboard, resume_iteration=self.iteration if ckpt is not None else None
             )
             self._write_config()
-        self._stop_requested = False
-        self._stop_signum = signal.SIGINT
-        self._stop_requested_at = 0.0
+        self._stop = StopRequest()
         missing = [k for k, ok in self.env.sim_params_applied.items() if not ok and k != "joint_friction"]
         if cfg.domain_rand.enabled and missing and ckpt is None:
             self._event("domain_rand", f"not applied (the simulator rejected them): {', '.join(missing)}")
@@ -408,7 +406,7 @@ class Trainer:
             "episode_len": [win["recent_len"][i] for i in recent],
             "episode_return": [win["recent_return"][i] for i in recent],
             "transition": {k: v for k, v in st["transition"].items() if isinstance(v, (int, float))},
-            "stop": self._stop_requested,
+            "stop": self._stop.requested,
         }
         parts = self.world.all_gather_object(local)
         tot = [sum(p["sums"][i] for p in parts) for i in range(5)]
@@ -418,7 +416,7 @@ class Trainer:
             for k, v in p["transition"].items():
                 trans[k] = trans.get(k, 0) + v
         force = max(p["sums"][5] for p in parts)
-        self._stop_requested = any(p["stop"] for p in parts)
+        self._stop.requested = any(p["stop"] for p in parts)
         return {
             "reward": tot[0] / n,
             "reward_add": tot[1] / n,
@@ -441,7 +439,7 @@ class Trainer:
         try:
             while self.iteration < end:
                 self.step()
-                if self._stop_requested:  # any rank was interrupted: every rank saves and stops here
+                if self._stop.requested:  # any rank was interrupted: every rank saves and stops here
                     self._interrupted()
                     saved = self.save() or saved
                     break
@@ -464,7 +462,7 @@ class Trainer:
         return TrainResult(self.run_dir, saved, self.iteration, self.last_metrics, self.events)
 
     def _interrupted(self) -> None:
-        self._event("interrupted", f"stopped at iteration {self.iteration}; saving", signal=int(self._stop_signum))
+        self._event("interrupted", f"stopped at iteration {self.iteration}; saving", signal=int(self._stop.signum))
 
     def _catch_stop_signals(self) -> dict:
         """Ctrl-C marks a stop request, acted on at the end of the iteration (agreed by every rank of a
@@ -479,14 +477,11 @@ class Trainer:
             return {}
 
         def request_stop(signum, frame) -> None:  # noqa: ANN001
-            if self._stop_requested and time.monotonic() - self._stop_requested_at >= SAME_REQUEST_S:
+            if self._stop.note(signum):
                 raise KeyboardInterrupt
-            request_stop_once(signum, frame)
 
         def request_stop_once(signum, frame) -> None:  # noqa: ANN001
-            if not self._stop_requested:
-                self._stop_requested, self._stop_requested_at = True, time.monotonic()
-                self._stop_signum = signal.SIGINT if signum == STOP_SIGNAL else signal.Signals(signum)
+            self._stop.note(signal.SIGINT if signum == STOP_SIGNAL else signum)
 
         once = STOP_SIGNAL if launched_rank() else signal.SIGTERM
         return {signal.SIGINT: signal.signal(signal.SIGINT, request_stop), once: signal.signal(once, request_stop_once)}
