@@ -37,7 +37,7 @@ from bcg_deploy.errors import BcgdError
 from bcg_deploy.motions.motion import Motion
 from bcg_deploy.training import checkpoint as ckpt_io
 from bcg_deploy.training.config import PPOCfg, TrainConfig, to_dict, training_robot
-from bcg_deploy.training.distributed import World
+from bcg_deploy.training.distributed import StopRequest, World
 from bcg_deploy.training.logger import MetricsLogger, episode_metrics
 from bcg_deploy.training.networks import mlp
 from bcg_deploy.training.normalizer import RunningNormalizer
@@ -191,7 +191,7 @@ class PPOTrainer:
         self.on_iteration, self.on_event = on_iteration, on_event
         self.last_metrics: dict = {}
         self.world = World(env_sizes=[self.env.num_envs])  # one process (Trainer.run's data-parallel hooks)
-        self._stop_requested = False
+        self._stop = StopRequest()  # Trainer.run's stop signals
         self.logger = MetricsLogger(self.run_dir, cfg.runner.tensorboard)
         _write_config(self.run_dir, cfg)
         missing = [k for k, ok in self.env.sim_params_applied.items() if not ok and k != "joint_friction"]
