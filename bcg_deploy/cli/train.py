@@ -326,7 +326,7 @@ def train_cmd(
     try:
         result = _run(cfg, resume, log_every, world)
     except KeyboardInterrupt:
-        err_console.print("interrupted before the first iteration finished: nothing was saved", highlight=False)
+        err_console.print(f"interrupted: {_kept(run_dir)}", highlight=False)
         raise typer.Exit(130) from None
     _summary(result, cfg, time.perf_counter() - t0)
 
@@ -498,6 +498,12 @@ def _distributed_world(cfg, nproc: int | None, nnodes: int, node_rank: int, rdzv
     if code != 0:
         raise typer.Exit(code)
     return None
+
+
+def _kept(run_dir: Path) -> str:
+    """What an interrupted run leaves: its last checkpoint, or nothing."""
+    ckpt = run_dir / "run.pt"
+    return f"{ckpt} is the last save; continue with --resume {ckpt}" if ckpt.exists() else "nothing was saved"
 
 
 def _stop_signal_interrupts() -> None:

@@ -450,8 +450,9 @@ class Trainer:
             saved = self.save() or saved
         finally:
             for signum, handler in previous.items():
-                # a stop request after the last iteration has nothing left to stop
-                signal.signal(signum, signal.SIG_IGN if signum == STOP_SIGNAL else handler)
+                # a stop request after the last iteration has nothing left to stop; in a rank, the group's
+                # late copy of the launcher's SIGINT neither (the launcher ends the ranks on a second Ctrl-C)
+                signal.signal(signum, signal.SIG_IGN if launched_rank() or signum == STOP_SIGNAL else handler)
             if self.logger is not None:
                 self.logger.close()
         if self.world.is_main:
@@ -471,7 +472,10 @@ class Trainer:
         (seen with SHAC + BCG). A second SIGINT within ``SAME_REQUEST_S`` is the same request. SIGTERM (a
         scheduler, ``timeout``, torchrun's agent) is a stop request too, however often it comes; in a rank of
         ``bcgd train --nproc N`` that is the launcher's ``STOP_SIGNAL`` instead (the launcher's own SIGTERM
-        must end its ranks). The "interrupted" event records the signal.
+        must end its ranks), and SIGINT asks only once: the launcher judges a second Ctrl-C and then ends the
+        ranks. A rank cannot judge it: a handler runs when the main thread is back from C (a collective that
+        waits seconds for a slower peer), so ``timeout -s INT``'s two signals 0.2 s apart were seen 1 s apart
+        and killed a save (CI flake of session 10). The "interrupted" event records the signal.
         Only in the main thread (signals cannot be caught elsewhere): {signal: previous handler}."""
         if threading.current_thread() is not threading.main_thread():
             return {}
@@ -483,8 +487,12 @@ class Trainer:
         def request_stop_once(signum, frame) -> None:  # noqa: ANN001
             self._stop.note(signal.SIGINT if signum == STOP_SIGNAL else signum)
 
-        once = STOP_SIGNAL if launched_rank() else signal.SIGTERM
-        return {signal.SIGINT: signal.signal(signal.SIGINT, request_stop), once: signal.signal(once, request_stop_once)}
+        if launched_rank():  # the launcher tells a second request from the same one, and ends the ranks itself
+            return {s: signal.signal(s, request_stop_once) for s in (signal.SIGINT, STOP_SIGNAL)}
+        return {
+            signal.SIGINT: signal.signal(signal.SIGINT, request_stop),
+            signal.SIGTERM: signal.signal(signal.SIGTERM, request_stop_once),
+        }
 
 
 def build_transition(cfg: TrainConfig, env: ImitationEnv, seed: int | None = None) -> Transition:
