@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from bcg_deploy.training import distributed as dd
+from bcg_deploy.training.config import SHACCfg
 
 WORKER = Path(__file__).with_name("dist_worker.py")
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,17 +72,24 @@ def test_two_ranks_of_32_envs_update_like_one_process_of_64_in_float64(tmp_path:
 
 
 def test_two_ranks_of_32_envs_update_like_one_process_of_64_in_float32(tmp_path: Path) -> None:
-    """In float32 the gradients agree to 1e-5 element-wise (relative to the largest entry) and the actor's
-    and critics' parameters to 1e-5 relative (norm of the difference over the norm, per tensor).
+    """In float32 the gradients agree to 1e-5 element-wise (relative to the largest entry), the critics'
+    parameters to 1e-5 relative (norm of the difference over the norm, per tensor), and the actor's entries
+    whose gradient float32 resolves (|g| >= 1e-4 max |g|) to 1e-3 of a step.
 
-    Element-wise the parameters differ more (about 2e-4 on this CPU): Adam moves an entry by about
-    lr g / (|g| + 1e-8) whatever |g| is, so the float32 rounding of the entries whose gradient nearly
-    cancels (|g| ~ 1e-7 against summands of 1e-2) becomes a difference of their step, compounded over the
-    critic's 64 steps. The float64 test shows the split itself is exact."""
+    The other entries differ by up to a whole step: Adam moves an entry by about lr g / (|g| + 1e-8) whatever
+    |g| is, so the float32 rounding of a gradient that nearly cancels (|g| ~ 1e-7 against summands of 1e-2)
+    becomes a difference of its step. One such entry of the 29 x 128 output layer was 1.2e-5 of its norm on
+    an AVX-512 CPU; in the critics it is compounded over 64 steps and averaged out. The float64 test shows
+    the split itself is exact."""
     a, b = _one_update(tmp_path, "float32")
     assert _worst(a, b, "actor_grad") < 1e-5
     assert _worst(a, b, "critic", norm=True) < 1e-5
-    assert _worst(a, b, "actor", norm=True) < 1e-5
+    lr = SHACCfg().actor_lr  # the worker trains with the defaults
+    for k, v in a["actor"].items():
+        diff, g = (b["actor"][k] - v).abs(), a["actor_grad"][k].abs()
+        resolved = g >= 1e-4 * g.max()
+        assert float((diff * resolved).max()) < 1e-3 * lr, k
+        assert float(diff.max()) <= 2 * lr * (1 + 1e-3), k
     assert abs(a["metrics"]["reward"] - b["metrics"]["reward"]) < 1e-5
 
 
