@@ -474,8 +474,9 @@ class Trainer:
         ``bcgd train --nproc N`` that is the launcher's ``STOP_SIGNAL`` instead (the launcher's own SIGTERM
         must end its ranks), and SIGINT asks only once: the launcher judges a second Ctrl-C and then ends the
         ranks. A rank cannot judge it: a handler runs when the main thread is back from C (a collective that
-        waits seconds for a slower peer), so ``timeout -s INT``'s two signals 0.2 s apart were seen 1 s apart
-        and killed a save (CI flake of session 10). The "interrupted" event records the signal.
+        waits seconds for a slower peer), so the group's copy of ``timeout -s INT`` can be handled long after
+        the launcher's request, even after the save (CI flake of session 10: KeyboardInterrupt restored,
+        "nothing was saved"). After the run a rank ignores both. The "interrupted" event records the signal.
         Only in the main thread (signals cannot be caught elsewhere): {signal: previous handler}."""
         if threading.current_thread() is not threading.main_thread():
             return {}
