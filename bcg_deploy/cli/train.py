@@ -492,18 +492,16 @@ def _distributed_world(cfg, nproc: int | None, nnodes: int, node_rank: int, rdzv
     try:
         code = dd.launch_local(argv, per_node)
     except dd.RankFailed as exc:
-        ckpt = Path(cfg.runner.out_dir) / "run.pt"
-        kept = f"{ckpt} is intact; continue with --resume {ckpt}" if ckpt.exists() else "no run.pt was written yet"
-        raise BcgdError(f"{exc}; every rank stopped; {kept}") from None
+        raise BcgdError(f"{exc}; every rank stopped; {_kept(Path(cfg.runner.out_dir))}") from None
     if code != 0:
         raise typer.Exit(code)
     return None
 
 
 def _kept(run_dir: Path) -> str:
-    """What an interrupted run leaves: its last checkpoint, or nothing."""
+    """What a stopped run leaves: its last checkpoint and how to continue, or nothing."""
     ckpt = run_dir / "run.pt"
-    return f"{ckpt} is the last save; continue with --resume {ckpt}" if ckpt.exists() else "nothing was saved"
+    return f"{ckpt} is intact; continue with --resume {ckpt}" if ckpt.exists() else "no run.pt was written yet"
 
 
 def _stop_signal_interrupts() -> None:

@@ -476,7 +476,7 @@ class Trainer:
         ranks. A rank cannot judge it: a handler runs when the main thread is back from C (a collective that
         waits seconds for a slower peer), so the group's copy of ``timeout -s INT`` can be handled long after
         the launcher's request, even after the save (CI flake of session 10: KeyboardInterrupt restored,
-        "nothing was saved"). After the run a rank ignores both. The "interrupted" event records the signal.
+        "no run.pt was written yet"). After the run a rank ignores both. The "interrupted" event records the signal.
         Only in the main thread (signals cannot be caught elsewhere): {signal: previous handler}."""
         if threading.current_thread() is not threading.main_thread():
             return {}

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from bcg_deploy.training.distributed import SAME_REQUEST_S
+
 ROOT = Path(__file__).resolve().parents[2]
 TINY = [
     "--envs", "16", "--horizon", "2", "--save-every", "2", "--set", "runner.tensorboard=false",
@@ -116,7 +118,7 @@ def test_a_stop_sent_to_the_launcher_alone_or_to_the_group_saves_run_pt(tmp_path
     if target == "ranks-late":
         while not (run / "run.pt").exists() and time.monotonic() - t0 < 60:  # the ranks saved: a copy now is late
             time.sleep(0.01)
-        time.sleep(max(0.0, t0 + 1.1 - time.monotonic()))  # and > SAME_REQUEST_S after the launcher's request
+        time.sleep(max(0.0, t0 + SAME_REQUEST_S + 0.1 - time.monotonic()))  # and not the same request
         for pid in ranks:
             with contextlib.suppress(ProcessLookupError):  # it may have saved and left already
                 os.kill(pid, signum)
