@@ -154,6 +154,23 @@ class World:
                 p.grad.copy_(g)
         return flat[n:].reshape(extra.shape).to(extra.dtype) if extra is not None else None
 
+    def sum_buffer(self, name: str, n: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """A zeroed 1-D tensor of ``n`` entries that ``sum_buffer_`` sums over the ranks in place: this rank's
+        shared-memory slot when sums go through ``host`` (no copy in or out of a staging buffer), else a plain
+        tensor. Collective on first use of ``name``."""
+        if self.host is not None and torch.device(device).type == "cpu":
+            return self.host.slot(n, dtype, name).zero_()
+        return torch.zeros(n, dtype=dtype, device=device)
+
+    def sum_buffer_(self, buf: torch.Tensor, name: str) -> torch.Tensor:
+        """In place: ``buf`` (from ``sum_buffer(name, ...)``) summed over the ranks; returns ``buf``."""
+        if not self.distributed:
+            return buf
+        if self.host is not None and buf.device.type == "cpu":
+            return self.host.sum_(buf, name)
+        dist.all_reduce(buf)
+        return buf
+
     def barrier(self, timeout_s: float = 600.0) -> None:
         """Wait for every rank (a long timeout: set-up and kernel compilation take different times)."""
         if self.distributed:

@@ -27,7 +27,7 @@ class HostReducer:
 
     def __init__(self, rank: int, size: int, tag: str, directory: Path = SHM_DIR) -> None:
         self.rank, self.size, self.tag, self.directory = int(rank), int(size), tag, Path(directory)
-        self._buffers: dict[tuple[int, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}
+        self._buffers: dict[tuple[str, int, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}
 
     @staticmethod
     def available(directory: Path = SHM_DIR) -> bool:
@@ -41,11 +41,11 @@ class HostReducer:
         dist.broadcast_object_list(tag, src=0)
         return cls(rank, size, str(tag[0]), directory)
 
-    def _slots(self, n: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """(slots [size, n], sum [n]) for this length and dtype, mapped on first use (collective)."""
-        key = (n, dtype)
+    def _slots(self, n: int, dtype: torch.dtype, name: str = "") -> tuple[torch.Tensor, torch.Tensor]:
+        """(slots [size, n], sum [n]) for this name, length and dtype, mapped on first use (collective)."""
+        key = (name, n, dtype)
         if key not in self._buffers:
-            path = self.directory / f"bcgd-{self.tag}-{n}-{str(dtype).removeprefix('torch.')}"
+            path = self.directory / f"bcgd-{self.tag}-{name}{n}-{str(dtype).removeprefix('torch.')}"
             count = (self.size + 1) * n
             if self.rank == 0:
                 with open(path, "wb") as f:
@@ -58,11 +58,18 @@ class HostReducer:
             self._buffers[key] = (flat[: self.size * n].view(self.size, n), flat[self.size * n :])
         return self._buffers[key]
 
-    def sum_(self, t: torch.Tensor) -> torch.Tensor:
-        """In place: ``t`` (contiguous, 1-D, on the CPU) summed over the ranks; returns ``t``."""
+    def slot(self, n: int, dtype: torch.dtype, name: str) -> torch.Tensor:
+        """This rank's slot [n] of the buffer ``name`` (collective on first use): a tensor written in place
+        there (e.g. gradients accumulated into it by autograd) is summed by ``sum_`` without a copy in."""
+        return self._slots(n, dtype, name)[0][self.rank]
+
+    def sum_(self, t: torch.Tensor, name: str = "") -> torch.Tensor:
+        """In place: ``t`` (contiguous, 1-D, on the CPU) summed over the ranks; returns ``t``. ``t`` may be
+        this rank's ``slot(t.numel(), t.dtype, name)`` itself (then nothing is copied in)."""
         n = t.numel()
-        slots, total = self._slots(n, t.dtype)
-        slots[self.rank].copy_(t)
+        slots, total = self._slots(n, t.dtype, name)
+        if t.data_ptr() != slots[self.rank].data_ptr():
+            slots[self.rank].copy_(t)
         dist.barrier()
         lo, hi = self.rank * n // self.size, (self.rank + 1) * n // self.size
         part = total[lo:hi]

@@ -29,6 +29,7 @@ from torch import nn
 
 from bcg_deploy.training.config import SHACCfg
 from bcg_deploy.training.distributed import World, world_moments
+from bcg_deploy.training.flat_grads import FlatGrads
 from bcg_deploy.training.networks import Actor, CriticEnsemble
 from bcg_deploy.training.normalizer import RunningNormalizer
 from bcg_deploy.training.rng import common_seed
@@ -154,6 +155,7 @@ class SHAC(nn.Module):
         self.minibatch_generator = torch.Generator()
         self.minibatch_generator.manual_seed(common_seed(seed))
         self.counters = {"actor_skipped": 0, "critic_skipped": 0, "nan_grad_actor": 0, "nan_grad_critic": 0}
+        self._flat_critic_grads: FlatGrads | None = None
         self.pending_counts: dict[str, torch.Tensor] = {}
         """Counter increments accumulated on the device during an iteration (``commit_counts`` adds them)."""
 
@@ -400,7 +402,7 @@ class SHAC(nn.Module):
         if total == 0:
             self.counters["critic_skipped"] += 1
             return {"critic_loss": float("nan")}
-        params = list(self.critic.parameters())
+        grads = self._critic_grads()
         k = self.critic.num
         last = torch.full((), float("nan"), dtype=x.dtype, device=x.device)
         for batches in self._minibatches(total, rows, x.device):
@@ -409,11 +411,11 @@ class SHAC(nn.Module):
                 with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=cfg.critic_bf16):
                     pred = self.critic.each(x[idx])
                 loss = (pred.to(y.dtype) - y[idx]).square().sum(dim=-1).sum() / count
-                self.critic_optimizer.zero_grad(set_to_none=True)
+                grads.zero_()
                 loss.backward()
-                loss = self.world.all_reduce_grads(params, loss.detach())
+                loss = grads.sum_over_ranks_(loss)
                 ok = torch.isfinite(loss)
-                _, bad = clip_and_sanitize(params, cfg.critic_grad_clip)
+                _, bad = grads.sanitize_and_clip_(cfg.critic_grad_clip)
                 self._count("critic_skipped", ~ok)
                 self._count("nan_grad_critic", ok & (bad > 0))
                 step_unless(self.critic_optimizer, ~ok)
@@ -424,6 +426,14 @@ class SHAC(nn.Module):
         self._update_target()
         y_sum = self.world.all_reduce_(y.double().sum().reshape(1))
         return {"critic_loss": last, "value_target_mean": y_sum[0] / total}
+
+    def _critic_grads(self) -> FlatGrads:
+        """The critic's gradients as one flat buffer (made on first use, and again after a device move)."""
+        params = list(self.critic.parameters())
+        g = self._flat_critic_grads
+        if g is None or g.flat.device != params[0].device or g.params[0] is not params[0]:
+            g = self._flat_critic_grads = FlatGrads(params, self.world, "critic")
+        return g
 
     @torch.no_grad()
     def _update_target(self) -> None:

@@ -30,6 +30,9 @@ def _worker(rank: int, size: int, port: int, out: str) -> None:
             exact = sum(torch.randn(n, generator=torch.Generator().manual_seed(1000 * k + n), dtype=dtype).double()
                         for k in range(size))  # fmt: skip
             results[(n, str(dtype))] = (red.sum_(x).clone(), ref, exact)
+            slot = red.slot(n, dtype, "grads")  # summed in place, as FlatGrads does: nothing copied in
+            slot.copy_(torch.randn(n, generator=torch.Generator().manual_seed(1000 * rank + n), dtype=dtype))
+            assert torch.equal(red.sum_(slot, "grads"), results[(n, str(dtype))][0])
         leftovers = sorted(p.name for p in Path("/dev/shm").glob(f"bcgd-{red.tag}-*"))
         torch.save({"results": results, "leftovers": leftovers, "tag": red.tag}, f"{out}.{rank}")
     finally:
