@@ -22,7 +22,11 @@ single-threaded: robust to other jobs on a shared machine), measured untraced in
 Writes ``bench/results/train_throughput.json`` (``_syncs.json`` with ``--syncs-only``) and prints
 ``name.metric: value`` lines.
 
-    python bench/train_throughput.py [--iterations 4] [--warmup 1] [--ranks 2] [--before-tree /path/to/ddbc724]
+    python bench/train_throughput.py [--iterations 4] [--warmup 1] [--ranks 2] [--rounds 3] [--before-tree DIR]
+
+Every case runs ``--rounds`` times, the order of the cases reversed every other round, and reports the median
+round (all rounds' seconds per iteration are in the JSON): on a shared machine one pass of each case was seen
+to differ by 25 % between two cases of identical code.
 """
 
 from __future__ import annotations
@@ -281,6 +285,7 @@ def main() -> None:
     ap.add_argument("--envs", type=int, default=64)
     ap.add_argument("--horizon", type=int, default=32)
     ap.add_argument("--ranks", type=int, default=2, help="data-parallel ranks of the N-rank case")
+    ap.add_argument("--rounds", type=int, default=3, help="measure every case this many times (median reported)")
     ap.add_argument("--before-tree", type=Path, default=None, help="a worktree of the reference commit")
     ap.add_argument("--no-bundle", action="store_true", help="plain SHAC only")
     ap.add_argument("--no-gloo", action="store_true", help="skip the N-rank case with gloo's all-reduce")
@@ -302,21 +307,33 @@ def main() -> None:
     if args.before_tree is not None:
         trees = {"before": (args.before_tree, 1, True), **trees}
     variants = {"plain": False} if args.no_bundle else {"plain": False, "bcg": True}
-    results: dict = {"config": {"envs": args.envs, "horizon": args.horizon, "iterations": args.iterations}}
+    results: dict = {
+        "config": {"envs": args.envs, "horizon": args.horizon, "iterations": args.iterations, "rounds": args.rounds}
+    }
     if not args.no_syncs:
         sync_trees = {"now": TREE} if args.before_tree is None else {"before": args.before_tree, "now": TREE}
         results["host_syncs"] = _syncs_section(sync_trees, args, variants)
     if args.syncs_only:
         variants = {}
-    for vname, bundle in variants.items():
-        for cname, (tree, ranks, host_reduce) in trees.items():
-            r = _case(tree, ranks, args, bundle, host_reduce)
-            r["commit"] = _git_rev(tree)
+    runs: dict = {}
+    for rnd in range(args.rounds):  # every case once per round, the order reversed every other round (drift)
+        order = [(v, c) for v in variants for c in trees]
+        for vname, cname in order if rnd % 2 == 0 else order[::-1]:
+            tree, ranks, host_reduce = trees[cname]
+            r = _case(tree, ranks, args, variants[vname], host_reduce)
+            runs.setdefault((vname, cname), []).append(r)
             s = r["seconds_per_iteration"]
-            r["env_steps_per_s"] = args.envs * args.horizon / s
-            r["projected_3000_iterations_min"] = 3000 * s / 60.0
-            results.setdefault(vname, {})[cname] = r
-            print(f"train_throughput.{vname}.{cname}.seconds_per_iteration: {s:.3f}", flush=True)
+            print(f"round {rnd + 1}/{args.rounds}: {vname}.{cname}.seconds_per_iteration: {s:.3f}", flush=True)
+    for (vname, cname), rs in runs.items():
+        secs = [x["seconds_per_iteration"] for x in rs]
+        r = sorted(rs, key=lambda x: x["seconds_per_iteration"])[(len(rs) - 1) // 2]  # the median round
+        r["seconds_per_iteration_rounds"] = secs
+        r["commit"] = _git_rev(trees[cname][0])
+        s = r["seconds_per_iteration"]
+        r["env_steps_per_s"] = args.envs * args.horizon / s
+        r["projected_3000_iterations_min"] = 3000 * s / 60.0
+        results.setdefault(vname, {})[cname] = r
+        print(f"train_throughput.{vname}.{cname}.seconds_per_iteration: {s:.3f} (rounds {secs})", flush=True)
     for vname in variants:
         v = results[vname]
         one, many = v["now_1proc"]["seconds_per_iteration"], v[f"now_{args.ranks}ranks"]["seconds_per_iteration"]
