@@ -209,10 +209,9 @@ def build(t: Types, num_contacts: int, tree: tuple) -> SimpleNamespace:
         for m in range(con_chain.shape[1]):
             k = con_chain[i, m]
             if k >= 0:
-                for a in range(3):
-                    ja = con_jac_in[e, 3 * i + a, k]
-                    for b in range(3):
-                        g[a, b] = g[a, b] + ja * con_minvjt_in[e, 3 * j + b, k]
+                ji = vec3(con_jac_in[e, 3 * i, k], con_jac_in[e, 3 * i + 1, k], con_jac_in[e, 3 * i + 2, k])
+                yj = vec3(con_minvjt_in[e, 3 * j, k], con_minvjt_in[e, 3 * j + 1, k], con_minvjt_in[e, 3 * j + 2, k])
+                g = g + wp.outer(ji, yj)
         con_G_out[e, i, j] = g
         if j == 0:
             cv = vec3()
@@ -246,27 +245,29 @@ def build(t: Types, num_contacts: int, tree: tuple) -> SimpleNamespace:
         nc = adj_c_in.shape[1]
         aqd = S(0.0)
         ah = S(0.0)
-        for i in range(nc):
+        hk = dt * qfrc_smooth_in[e, k]
+        for i in range(nc):  # each 3x3 block and Jacobian column entry is loaded once per (i, j)
             ac = adj_c_in[e, i]
+            ji = vec3(con_jac_in[e, 3 * i, k], con_jac_in[e, 3 * i + 1, k], con_jac_in[e, 3 * i + 2, k])
+            yi = vec3(con_minvjt_in[e, 3 * i, k], con_minvjt_in[e, 3 * i + 1, k], con_minvjt_in[e, 3 * i + 2, k])
+            aqd = aqd + wp.dot(ac, ji)
+            ah = ah + dt * wp.dot(ac, yi)
             on_chain = con_dofmask[i, k] != 0
-            for a in range(3):
-                r = 3 * i + a
-                aqd = aqd + ac[a] * con_jac_in[e, r, k]
-                ah = ah + dt * ac[a] * con_minvjt_in[e, r, k]
-                gy = dt * ac[a] * qfrc_smooth_in[e, k]
-                for j in range(nc):
-                    if con_dofmask[j, k] != 0:
-                        agt = adj_G_in[e, j, i]
-                        for b in range(3):
-                            gy = gy + agt[b, a] * con_jac_in[e, 3 * j + b, k]
-                adj_minvjt_out[e, r, k] = adj_minvjt_out[e, r, k] + gy
+            gy = ac * hk  # adjoint of Y_i[:, k]: from c_i and from every G_ji = Jc_j Y_i^T
+            gj = ac * qd_in[e, k]  # adjoint of Jc_i[:, k]: from c_i and from every G_ij
+            for j in range(nc):
+                if con_dofmask[j, k] != 0:
+                    jj = vec3(con_jac_in[e, 3 * j, k], con_jac_in[e, 3 * j + 1, k], con_jac_in[e, 3 * j + 2, k])
+                    gy = gy + wp.transpose(adj_G_in[e, j, i]) * jj
                 if on_chain:
-                    gj = ac[a] * qd_in[e, k]
-                    for j in range(nc):
-                        ag = adj_G_in[e, i, j]
-                        for b in range(3):
-                            gj = gj + ag[a, b] * con_minvjt_in[e, 3 * j + b, k]
-                    adj_jac_out[e, r, k] = adj_jac_out[e, r, k] + gj
+                    yj = vec3(
+                        con_minvjt_in[e, 3 * j, k], con_minvjt_in[e, 3 * j + 1, k], con_minvjt_in[e, 3 * j + 2, k]
+                    )
+                    gj = gj + adj_G_in[e, i, j] * yj
+            for a in range(3):
+                adj_minvjt_out[e, 3 * i + a, k] = adj_minvjt_out[e, 3 * i + a, k] + gy[a]
+                if on_chain:
+                    adj_jac_out[e, 3 * i + a, k] = adj_jac_out[e, 3 * i + a, k] + gj[a]
         adj_qd_out[e, k] = adj_qd_out[e, k] + aqd
         adj_qfrc_smooth_out[e, k] = adj_qfrc_smooth_out[e, k] + ah
 
