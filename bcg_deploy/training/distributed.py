@@ -214,7 +214,7 @@ def world_from_env(num_envs: int, device: str, host_reduce: bool = True) -> Worl
     one_host = int(os.environ.get("LOCAL_WORLD_SIZE", "0")) == size
     host = None
     if host_reduce and one_host and not device.startswith("cuda") and HostReducer.available():
-        host = HostReducer.join(rank, size)
+        host = HostReducer.join(rank, size, timeout_s=COLLECTIVE_TIMEOUT_S)
     return World(rank=rank, size=size, local_rank=local_rank, env_sizes=even_split(num_envs, size), host=host)
 
 
