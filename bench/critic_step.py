@@ -4,9 +4,10 @@
 
 The critic updates are half of a SHAC iteration at the paper's size (16 passes x 4 minibatches of 512 rows
 of 849 values through 3 critics [256, 256]; 256 rows per rank on 2 ranks). Peers measured in the same run,
-interleaved ``--repeats`` times, one torch thread: torch's default Adam (the trainer before the fused
-optimiser), the fused Adam the trainer uses (``shac.fused_adam``), and the fused Adam with the forward pass
-under bf16 autocast (``shac.critic_bf16``). Reports milliseconds per step (best of the repeats, and every
+interleaved ``--repeats`` times, one torch thread: torch's default Adam with per-tensor sanitise and clip (the
+trainer before the fused optimiser), the fused Adam with the gradients in one flat buffer as the trainer runs
+them (``shac.fused_adam``, ``FlatGrads``), and the same with the forward pass under bf16 autocast
+(``shac.critic_bf16``). Reports milliseconds per step (best of the repeats, and every
 repeat), the ratios to the default-Adam peer, and whether the CPU reports AMX / AVX-512 bf16. Writes
 bench/results/critic_step.json and prints ``name.metric: value`` lines.
 """
@@ -21,6 +22,8 @@ from pathlib import Path
 import torch
 
 from bcg_deploy.fileio import atomic_write_json
+from bcg_deploy.training.distributed import World
+from bcg_deploy.training.flat_grads import FlatGrads
 from bcg_deploy.training.networks import CriticEnsemble
 from bcg_deploy.training.shac import clip_and_sanitize, fused_adam
 
@@ -46,14 +49,20 @@ def _ms_per_step(peer: str, rows: int, steps: int) -> float:
     else:
         opt = fused_adam(params, 2e-3, (0.7, 0.95))
     x, y = torch.randn(rows, 849), torch.randn(rows)
+    flat = FlatGrads(params, World(env_sizes=[1]), "critic") if peer != "adam" else None
 
     def step() -> None:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=peer == "fused_bf16"):
             pred = critic.each(x)
         loss = (pred.float() - y).square().sum(dim=-1).sum() / rows
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        clip_and_sanitize(params, 10.0)
+        if flat is None:
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            clip_and_sanitize(params, 10.0)
+        else:
+            flat.zero_()
+            loss.backward()
+            flat.sanitize_and_clip_(10.0)
         opt.step()
 
     for _ in range(3):
