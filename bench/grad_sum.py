@@ -78,9 +78,9 @@ def _worker(rank: int, size: int, port: int, steps: int, repeats: int, out: str)
         return f
 
     peers = {"per_tensor_gloo_barrier": per_tensor, "flat_gloo_barrier": flat_step("gloo"),
-             "gloo_barrier": gloo.host._barrier}  # fmt: skip
+             "gloo_barrier": gloo.host.barrier}  # fmt: skip
     if spin is not None:
-        peers.update(flat_spin_barrier=flat_step("spin"), spin_barrier=spin.host._barrier)
+        peers.update(flat_spin_barrier=flat_step("spin"), spin_barrier=spin.host.barrier)
     runs: dict[str, list[float]] = {k: [] for k in peers}
     for _ in range(repeats):
         for name, f in peers.items():

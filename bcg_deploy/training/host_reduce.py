@@ -87,7 +87,8 @@ class HostReducer:
             red._spin = SpinBarrier(slots[:, 0], rank, timeout_s)
         return red
 
-    def _barrier(self) -> None:
+    def barrier(self) -> None:
+        """Wait for every rank (the spin barrier where there is one, else gloo's)."""
         if self._spin is not None:
             self._spin.wait()
         else:
@@ -122,12 +123,12 @@ class HostReducer:
         slots, total = self._slots(n, t.dtype, name)
         if t.data_ptr() != slots[self.rank].data_ptr():
             slots[self.rank].copy_(t)
-        self._barrier()
+        self.barrier()
         lo, hi = self.rank * n // self.size, (self.rank + 1) * n // self.size
         part = total[lo:hi]
         part.copy_(slots[0, lo:hi])
         for k in range(1, self.size):
             part.add_(slots[k, lo:hi])
-        self._barrier()
+        self.barrier()
         t.copy_(total)
         return t
