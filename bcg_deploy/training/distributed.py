@@ -141,11 +141,7 @@ class World:
         parts = [g.reshape(-1) for g in grads]
         if extra is not None:
             parts.append(extra.detach().reshape(-1).to(grads[0].dtype if grads else extra.dtype))
-        flat = torch.cat(parts)
-        if self.host is not None and flat.device.type == "cpu":
-            self.host.sum_(flat)
-        else:
-            dist.all_reduce(flat)
+        flat = self.sum_buffer_(torch.cat(parts), "")
         n = flat.numel() - (extra.numel() if extra is not None else 0)
         for p, g in zip(params, _split(flat[:n], grads), strict=True):
             if p.grad is None:
@@ -163,7 +159,8 @@ class World:
         return torch.zeros(n, dtype=dtype, device=device)
 
     def sum_buffer_(self, buf: torch.Tensor, name: str) -> torch.Tensor:
-        """In place: ``buf`` (from ``sum_buffer(name, ...)``) summed over the ranks; returns ``buf``."""
+        """In place: ``buf`` summed over the ranks; returns ``buf``. From ``sum_buffer(name, ...)`` it is summed
+        where it lies; any other contiguous 1-D tensor is copied through the shared-memory slot of ``name``."""
         if not self.distributed:
             return buf
         if self.host is not None and buf.device.type == "cpu":
