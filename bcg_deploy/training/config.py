@@ -77,6 +77,10 @@ class EnvCfg:
     """One action scale for every joint (rad): ``q_target = default + action_scale * a``; None: the robot's
     own per-joint scale (0.25 x effort / kp, the deployed trackers' recipe). An earlier version of the
     paper's parameter table gives 0.4. Recorded in run.pt and written into the ONNX like the robot's own."""
+    action_scale_factor: float = 1.0
+    """Multiplies the robot's own per-joint scale (2.0: 0.5 x effort / kp). The tanh bounds |a| <= 1, so this
+    is the reach of the PD target; trackers with unbounded Gaussian actions (BeyondMimic) reach past 1 x
+    scale. Not with ``action_scale``. Recorded in run.pt and the ONNX as the resulting per-joint scale."""
     obs_profile: str = "paper"
     """The actor's observation profile (``bcg_deploy.profiles``): paper (METHOD's 849 values), beyondmimic,
     beyondmimic_wose or unitree (what those deploy stacks build on board); the critic sees the same, noise-free."""
@@ -329,6 +333,14 @@ class TrainConfig:
                 self.env.action_scale is None or 0 < self.env.action_scale < float("inf"),
                 f"env.action_scale must be a positive number of rad or null, got {self.env.action_scale}",
             ),
+            (
+                0 < self.env.action_scale_factor < float("inf"),
+                f"env.action_scale_factor must be a positive number, got {self.env.action_scale_factor}",
+            ),
+            (
+                self.env.action_scale is None or self.env.action_scale_factor == 1.0,
+                "env.action_scale and env.action_scale_factor: give one, not both",
+            ),
             (self.shac.horizon >= 1, "shac.horizon must be >= 1"),
             (self.runner.iterations >= 1, "runner.iterations must be >= 1"),
             (self.runner.save_every >= 1, "runner.save_every must be >= 1"),
@@ -489,5 +501,9 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
 
 
 def training_robot(cfg: TrainConfig) -> RobotSpec:
-    """The robot a run trains: the packaged ``cfg.robot`` with ``env.action_scale`` applied (when set)."""
-    return load_robot(cfg.robot).with_action_scale(cfg.env.action_scale)
+    """The robot a run trains: the packaged ``cfg.robot`` with ``env.action_scale`` or
+    ``env.action_scale_factor`` applied (when set)."""
+    robot = load_robot(cfg.robot)
+    if cfg.env.action_scale_factor != 1.0:
+        return robot.with_action_scale(robot.action_scale * cfg.env.action_scale_factor)
+    return robot.with_action_scale(cfg.env.action_scale)

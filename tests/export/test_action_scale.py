@@ -35,6 +35,21 @@ def test_training_robot_applies_the_uniform_scale(robot):
             cfg.validate()
 
 
+def test_training_robot_applies_the_scale_factor(robot):
+    cfg = TrainConfig()
+    cfg.env.action_scale_factor = 2.0
+    r = training_robot(cfg.validate())
+    np.testing.assert_allclose(r.action_scale, 2.0 * robot.action_scale, rtol=0, atol=0)
+    np.testing.assert_allclose(r.action_scale, 0.5 * robot.effort_limit / robot.kp, rtol=1e-12)
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        cfg.env.action_scale_factor = bad
+        with pytest.raises(BcgdError, match="env.action_scale_factor must be a positive number"):
+            cfg.validate()
+    cfg.env.action_scale_factor, cfg.env.action_scale = 2.0, 0.4
+    with pytest.raises(BcgdError, match="give one, not both"):
+        cfg.validate()
+
+
 def test_checkpoint_records_and_checks_the_scale(tmp_path, robot, motion):
     r04 = robot.with_action_scale(0.4)
     save_checkpoint(tmp_path / "run.pt", make_payload(r04, motion))
