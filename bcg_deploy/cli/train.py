@@ -332,7 +332,7 @@ def train_cmd(
 
 
 def _header(cfg: TrainConfig, resume: Path | None, notes: list[str], world) -> None:  # noqa: ANN001 - World
-    src = cfg.motion.csv or cfg.motion.task
+    src = _motion_text(cfg, resume)
     b = cfg.bcg
     bcg_note = f"BCG B {b.num_branches} H {b.horizon} tau {b.tau:g} N" if b.enabled else "plain SHAC (no BCG)"
     if cfg.algo == "ppo":
@@ -349,6 +349,21 @@ def _header(cfg: TrainConfig, resume: Path | None, notes: list[str], world) -> N
     )
     for note in notes:
         console.print(f"note: {note}", highlight=False, soft_wrap=True)
+
+
+def _motion_text(cfg: TrainConfig, resume: Path | None) -> str:
+    """The task and where its clip comes from (a LAFAN1 window or the built-in synthetic clip): the two train
+    very differently, so the header says which."""
+    if cfg.motion.csv is not None:
+        return f"{cfg.motion.csv} [{cfg.motion.start_s:g} s, +{cfg.motion.duration_s:g} s]"
+    if resume is not None:
+        return f"{cfg.motion.task} (the clip stored in the checkpoint)"
+    from bcg_deploy.motions.library import resolve_task, task_source_text
+
+    try:
+        return f"{cfg.motion.task} ({task_source_text(resolve_task(cfg.motion.task))})"
+    except BcgdError:
+        return cfg.motion.task  # the run itself reports the bad name in one line
 
 
 def _quiet_warp(device: str, say: bool = True) -> None:

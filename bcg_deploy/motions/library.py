@@ -310,19 +310,22 @@ def remove_motions(names: list[str]) -> list[str]:
     return list(names)
 
 
+def task_source_text(src: dict) -> str:
+    """One line naming where a task resolves (``resolve_task``'s dict): the LAFAN1 file and window, or the
+    built-in synthetic clip."""
+    if src["kind"] == "lafan1":
+        start = src.get("start_s")
+        return f"LAFAN1 {src['file']}.csv" + (f" [{start:.1f} s, +{TASK_DURATION_S:g} s]" if start is not None else "")
+    return "built-in (synthetic)"
+
+
 def list_motions() -> dict:
     """The library folder, the registered files (with their state) and, for every task, where it resolves."""
     lib = read_library()
     rows = []
     for name in TASKS:
         src = resolve_task(name)
-        if src["kind"] == "lafan1":
-            start = src.get("start_s")
-            where = f"LAFAN1 {src['file']}.csv" + (
-                f" [{start:.1f} s, +{TASK_DURATION_S:g} s]" if start is not None else ""
-            )
-        else:
-            where = "built-in (synthetic)"
+        where = task_source_text(src)
         rows.append({"name": name, "kind": src["kind"], "source": where, "duration_s": src["duration_s"]})
     files = [
         {

@@ -30,6 +30,7 @@ def test_the_three_brief_commands_in_one_empty_folder(home):
     assert (cwd / "runs" / "dance" / "run.pt").is_file()
     assert "checkpoint runs/dance/run.pt" in train.stdout and "next: bcgd export runs/dance/run.pt" in train.stdout
     assert "Warp" not in train.stdout and "Warp" not in train.stderr  # no banner or CUDA warning in the way
+    assert "bcgd train dance (built-in (synthetic))" in train.stdout  # an empty library: the header says which clip
 
     export = bcgd("export", "run.pt", cwd=cwd, env=env)
     assert export.returncode == 0, export.stderr[-3000:]

@@ -11,6 +11,7 @@ import pytest
 from bcg_deploy.cli import main
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.motions import import_lafan1_dir, library_dir, list_motions, load_task_motion, resolve_task
+from bcg_deploy.motions.library import task_source_text
 from tests.motions.conftest import synthetic_rows, write_csv
 
 
@@ -49,6 +50,8 @@ def test_import_user_folder_then_task_resolves_to_it(tmp_path, robot):
     assert m.source["kind"] == "lafan1" and m.source["start_s"] == start and m.num_frames == 751
     assert load_task_motion("run", prefer="builtin", robot=robot).source["kind"] == "builtin"
     assert resolve_task("jump")["kind"] == "builtin"
+    assert task_source_text(resolve_task("run")) == f"LAFAN1 run1_subject2.csv [{start:.1f} s, +15 s]"
+    assert task_source_text(resolve_task("jump")) == "built-in (synthetic)"
     index = json.loads((library_dir() / "library.json").read_text())
     assert index["files"]["run1_subject2"]["path"] == str(run_csv.resolve())
     # The library points at the user's file; a changed file is refused until re-imported.
