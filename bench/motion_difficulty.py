@@ -10,6 +10,8 @@ the window's joint-frames whose reference angle lies outside default +/- action 
 joint-frames), per scale, overall and per joint group; scales: ours (0.25 x effort / kp), each ``--uniform``
 value (rad on every joint; ``env.action_scale``) and each ``--fraction`` (x effort / kp). Also the 95th
 percentile of |q - default| per joint group (rad): the scale that would reach 95 % of that group's frames.
+And how fast the reference root travels (horizontal speed, m/s: mean, p90, max) in our window, in the
+held-out window and in the built-in synthetic clip of the same task, which the earliest result rows used.
 Writes ``bench/results/motion_difficulty.json``.
 
     python bench/motion_difficulty.py [--data DIR] [--uniform 0.4 0.8] [--fraction 0.5]
@@ -25,6 +27,7 @@ import numpy as np
 from bcg_deploy.fileio import atomic_write_json
 from bcg_deploy.motions.build import LoadCfg, filtered_source_track
 from bcg_deploy.motions.csv_io import read_lafan1_csv
+from bcg_deploy.motions.library import load_builtin
 from bcg_deploy.motions.windows import WindowCriterion, choose_window, window_scores
 from bcg_deploy.robots import load_robot
 
@@ -50,6 +53,12 @@ def by_group(per_joint: np.ndarray, joint_names: tuple[str, ...]) -> dict[str, f
         g: float(np.mean([per_joint[j] for j, n in enumerate(joint_names) if any(k in n for k in keys)]))
         for g, keys in GROUPS.items()
     }
+
+
+def root_speed(root_pos: np.ndarray, fps: float) -> dict[str, float]:
+    """Horizontal speed of a root trajectory [T, 3] (m, world) sampled at ``fps``: mean, p90 and max, m/s."""
+    v = np.linalg.norm(np.diff(root_pos[:, :2], axis=0), axis=1) * fps
+    return {"mean": float(v.mean()), "p90": float(np.percentile(v, 90)), "max": float(v.max())}
 
 
 def main() -> None:
@@ -92,6 +101,12 @@ def main() -> None:
                 "mean_excess_by_group_rad": by_group(excess, robot.joint_names),
             }
         p95 = by_group(np.percentile(np.abs(q - q0), 95, axis=0), robot.joint_names)
+        speed = {"ours": root_speed(track.root_pos[i0 : i0 + frames], track.fps)}
+        if held is not None:
+            h0 = int(first[held])
+            speed["held_out"] = root_speed(track.root_pos[h0 : h0 + frames], track.fps)
+        builtin = load_builtin(task, robot)
+        speed["builtin"] = root_speed(builtin.root_pos, builtin.fps)
         out[task] = {
             "file": fname,
             "window_start_s": choice.start_s,
@@ -103,6 +118,7 @@ def main() -> None:
             "held_out_score_rad_s": None if held is None else float(score[held]),
             "reach": reach,
             "p95_abs_offset_by_group_rad": p95,
+            "root_speed_m_s": speed,
         }
         r = out[task]
         print(f"motion_difficulty.{task}.window_start_s: {r['window_start_s']:.1f}  score {r['score_rad_s']:.3f} "
@@ -115,6 +131,8 @@ def main() -> None:
                 f"excess {r['mean_excess_rad']:.3f} rad {_fmt(r['mean_excess_by_group_rad'])}"
             )
         print(f"motion_difficulty.{task}.p95_abs_offset_rad: {_fmt(p95)}")
+        print(f"motion_difficulty.{task}.root_speed_m_s (mean / p90 / max): " + "  ".join(
+            f"{k} {v['mean']:.2f} / {v['p90']:.2f} / {v['max']:.2f}" for k, v in speed.items()))  # fmt: skip
     res = ROOT / "bench" / "results"
     res.mkdir(parents=True, exist_ok=True)
     atomic_write_json(res / "motion_difficulty.json", out)
