@@ -356,9 +356,13 @@ def _motion_text(cfg: TrainConfig, resume: Path | None) -> str:
     very differently, so the header says which."""
     if cfg.motion.csv is not None:
         return f"{cfg.motion.csv} [{cfg.motion.start_s:g} s, +{cfg.motion.duration_s:g} s]"
+    from bcg_deploy.motions.library import motion_source_text, resolve_task, task_source_text
+
     if resume is not None:
-        return f"{cfg.motion.task} (the clip stored in the checkpoint)"
-    from bcg_deploy.motions.library import resolve_task, task_source_text
+        from bcg_deploy.training.checkpoint import load_checkpoint
+
+        stored = load_checkpoint(resume).get("motion", {})  # validated by the resume point already
+        return f"{stored.get('name', cfg.motion.task)} ({motion_source_text(stored)}, from the checkpoint)"
 
     try:
         return f"{cfg.motion.task} ({task_source_text(resolve_task(cfg.motion.task))})"

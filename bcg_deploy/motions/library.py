@@ -314,8 +314,17 @@ def task_source_text(src: dict) -> str:
     """One line naming where a task resolves (``resolve_task``'s dict): the LAFAN1 file and window, or the
     built-in synthetic clip."""
     if src["kind"] == "lafan1":
-        start = src.get("start_s")
-        return f"LAFAN1 {src['file']}.csv" + (f" [{start:.1f} s, +{TASK_DURATION_S:g} s]" if start is not None else "")
+        return motion_source_text({**src, "file": f"{src['file']}.csv", "duration_s": TASK_DURATION_S})
+    return motion_source_text(src)
+
+
+def motion_source_text(source: dict) -> str:
+    """One line naming a loaded clip's source (``Motion.source``, as run.pt stores it): the LAFAN1 file and
+    window, or the built-in synthetic clip."""
+    if source.get("kind") == "lafan1":
+        start, dur = source.get("start_s"), source.get("duration_s")
+        window = f" [{start:.1f} s, +{dur:g} s]" if start is not None and dur is not None else ""
+        return f"LAFAN1 {source.get('file', source.get('name', '?'))}{window}"
     return "built-in (synthetic)"
 
 

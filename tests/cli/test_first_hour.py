@@ -75,6 +75,7 @@ def test_resume_continues_the_learning_rate_decay_and_logs_lines(home):
     res = bcgd("train", "--resume", "run.pt", "--iterations", "6", "--log-every", "2", cwd=cwd, env=env)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "learning rate: the decay continues from the current actor rate" in res.stdout
+    assert "bcgd train dance (built-in (synthetic), from the checkpoint)" in res.stdout
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("iteration ")]
     assert [ln.split()[1] for ln in lines] == ["3/6", "4/6", "6/6"], res.stdout  # first, every 2nd, last
     assert all(" it/s " in ln and "ETA" in ln and "reward" in ln and "track" in ln for ln in lines)
