@@ -43,6 +43,23 @@ def library_file(name: str) -> str:
     return str(registered_file(name))
 
 
+def task_window(task: str, start: float | None) -> tuple[str, float]:
+    """The LAFAN1 file of task ``task`` and a window start in it (s; default the task's chosen window).
+
+    ``bcgd train jump --start 223.3`` trains another window of the file the task uses. The built-in clips
+    have no windows, so there it is a one-line error.
+    """
+    from bcg_deploy.motions.library import resolve_task
+
+    src = resolve_task(task)
+    if src["kind"] != "lafan1":
+        raise BcgdError(
+            f"--start/--duration: task {task!r} uses the built-in synthetic clip here, which has no windows; "
+            "register its LAFAN1 file (bcgd motions import DIR) or give --motion FILE.csv"
+        )
+    return str(src["path"]), float(src.get("start_s", 0.0) if start is None else start)
+
+
 def build_config(
     task: str | None,
     motion: Path | None,
@@ -82,6 +99,8 @@ def build_config(
         fixed = [
             ("TASK", task, cfg.motion.task if cfg.motion.csv is None else None),
             ("--motion", None if motion is None else Path(motion).resolve(), stored_motion),
+            ("--start", start, cfg.motion.start_s if cfg.motion.csv is not None else "the task's window"),
+            ("--duration", duration, cfg.motion.duration_s if cfg.motion.csv is not None else "the task's window"),
             ("--envs", envs, cfg.env.num_envs),
             ("--horizon", horizon, cfg.shac.horizon),
             ("--kappa", kappa, cfg.sim.kappa),
@@ -102,6 +121,10 @@ def build_config(
         elif task is not None:
             if task in TASKS:
                 cfg.motion.task = task
+                if start is not None or duration is not None:
+                    cfg.motion.csv, cfg.motion.start_s = task_window(task, start)
+                    if duration is not None:
+                        cfg.motion.duration_s = duration
             else:
                 cfg.motion.csv = library_file(task)
                 cfg.motion.start_s = 0.0 if start is None else start
@@ -203,7 +226,12 @@ def train_cmd(
         None, help="run | jump | fight | dance, or a clip registered with `bcgd motions import`.", show_default="dance"
     ),
     motion: Path | None = typer.Option(None, "--motion", help="Train on a LAFAN1-format G1 CSV instead of a task."),
-    start: float | None = typer.Option(None, "--start", help="Window start in the CSV (s).", show_default="0"),
+    start: float | None = typer.Option(
+        None,
+        "--start",
+        help="Window start in the CSV (s); with a TASK, in its LAFAN1 file (another window of it).",
+        show_default="0; a TASK's chosen window",
+    ),
     duration: float | None = typer.Option(None, "--duration", help="Window length in the CSV (s).", show_default="15"),
     envs: int | None = typer.Option(None, "--envs", help="Parallel environments.", show_default="64"),
     iterations: int | None = typer.Option(

@@ -86,6 +86,8 @@ def test_resume_continues_the_learning_rate_decay_and_logs_lines(home):
     assert lr[3] == pytest.approx(now, rel=1e-9)  # not the stretched schedule's lr0 + (lmin - lr0) * 2 / 6
     assert lr[6] == pytest.approx(now + (lmin - now) * 3 / 4, rel=1e-9)
     assert lr[1] > lr[2] > lr[3] > lr[4] > lr[5] > lr[6]
+    moved = bcgd("train", "--resume", "runs/dance/run.pt", "--iterations", "8", "--start", "3", cwd=cwd, env=env)
+    assert_one_line_error(moved, "--start 3.0 (stored: the task's window)")
     import yaml
 
     cfg = yaml.safe_load((cwd / "runs" / "dance" / "config.yaml").read_text())

@@ -114,6 +114,13 @@ def test_library_clips_by_name_list_remove_and_a_moved_folder(tmp_path, robot, b
     cfg = build_config("walk1_subject1", None, 0.5, 2.0, None, None, None, None, None, None, tmp_path / "r", None,
                        [], None)  # fmt: skip
     assert cfg.motion.csv == str(walk.resolve()) and (cfg.motion.start_s, cfg.motion.duration_s) == (0.5, 2.0)
+    run_csv = str((folder / "run1_subject2.csv").resolve())
+    cfg = build_config("run", None, 0.5, 2.0, None, None, None, None, None, None, tmp_path / "r", None, [], None)
+    assert (cfg.motion.task, cfg.motion.csv, cfg.motion.start_s, cfg.motion.duration_s) == ("run", run_csv, 0.5, 2.0)
+    cfg = build_config("run", None, None, 4.0, None, None, None, None, None, None, tmp_path / "r", None, [], None)
+    assert (cfg.motion.csv, cfg.motion.start_s) == (run_csv, resolve_task("run")["start_s"])
+    with pytest.raises(BcgdError, match="task 'jump' uses the built-in synthetic clip here"):
+        build_config("jump", None, 3.0, None, None, None, None, None, None, None, tmp_path / "r", None, [], None)
     rep = run_sim2sim(None, Sim2SimConfig(runs=1, replay=True, motion="walk1_subject1", motion_duration_s=1.0))
     assert rep.settings["reference"]["source"] == "motion walk1_subject1" and rep.runs[0].steps == 50
 
