@@ -383,13 +383,28 @@ def launch_local(argv: Sequence[str], nproc: int, stop_grace_s: float = 10.0, sa
 class StopRequest:
     """Stop signals taken as requests: the first one asks for a stop; another within ``SAME_REQUEST_S`` of it
     is the same request; a later one asks again (``again``: stop at once). Used by the launcher and the
-    trainer's signal handlers."""
+    trainer's signal handlers.
+
+    In a data-parallel run the ranks stop at the same iteration: each sends its ``requested`` with the
+    iteration's statistics and ``agree`` records whether any rank had asked. ``due`` follows that decision
+    alone; a request noted after this rank's flag went out (a handler runs when the main thread is back from
+    the collective) stays ``requested`` and goes out with the next iteration's."""
 
     def __init__(self) -> None:
         self.requested = False
         self.again = False
         self.signum = signal.SIGINT
         self._at = 0.0
+        self._agreed: bool | None = None  # None: no collective decision (one process, PPO)
+
+    def agree(self, any_rank: bool) -> None:
+        """Record the ranks' decision at an iteration boundary (whether any rank had ``requested``)."""
+        self._agreed = bool(any_rank)
+
+    @property
+    def due(self) -> bool:
+        """Stop at this iteration boundary: the ranks' decision, or this process's request without one."""
+        return self.requested if self._agreed is None else self._agreed
 
     def note(self, signum: int) -> bool:
         """Record a stop signal; True when it asks again."""

@@ -416,7 +416,7 @@ class Trainer:
             for k, v in p["transition"].items():
                 trans[k] = trans.get(k, 0) + v
         force = max(p["sums"][5] for p in parts)
-        self._stop.requested = any(p["stop"] for p in parts)
+        self._stop.agree(any(p["stop"] for p in parts))  # not `requested`: one noted since it went out stays
         return {
             "reward": tot[0] / n,
             "reward_add": tot[1] / n,
@@ -439,7 +439,7 @@ class Trainer:
         try:
             while self.iteration < end:
                 self.step()
-                if self._stop.requested:  # any rank was interrupted: every rank saves and stops here
+                if self._stop.due:  # any rank was interrupted: every rank saves and stops here
                     self._interrupted()
                     saved = self.save() or saved
                     break

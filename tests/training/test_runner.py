@@ -139,3 +139,28 @@ def test_resume_accepts_the_stored_task_and_refuses_a_changed_one(full_run):
         with pytest.raises(BcgdError, match=needle.replace("(", r"\(").replace(")", r"\)")) as info:
             config(**given)
         assert "\n" not in str(info.value)
+
+
+def test_a_stop_noted_while_the_ranks_gather_is_kept_for_the_next_boundary(tmp_path, tiny_motion):
+    """A rank's signal handler runs when its main thread is back from a collective: after its stop flag went
+    out with the iteration's statistics. The ranks' decision (no one had asked) must not erase that request
+    (CI flake of session 14: the launcher's stop was lost and the ranks ran to the end); it goes out with the
+    next iteration's statistics, and every rank stops there and saves."""
+    import signal
+
+    cfg = tiny_cfg(f"runner.out_dir={tmp_path}", "runner.iterations=6", "runner.save_every=100")
+    tr = Trainer(cfg, motion=tiny_motion)
+    gather, calls = tr.world.all_gather_object, []
+
+    def gather_then_signal(obj):  # noqa: ANN001, ANN202
+        out = gather(obj)
+        calls.append(obj.get("stop") if isinstance(obj, dict) else None)
+        if len(calls) == 2:
+            tr._stop.note(signal.SIGINT)  # the handler, right after the collective returned
+        return out
+
+    tr.world.all_gather_object = gather_then_signal
+    res = tr.run()
+    assert res.iteration == 3 and res.checkpoint is not None and (tmp_path / "run.pt").exists()
+    assert [e["iteration"] for e in tr.events if e["event"] == "interrupted"] == [3]
+    assert calls == [False, False, True]  # it went out with iteration 3's statistics
