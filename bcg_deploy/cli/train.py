@@ -113,23 +113,19 @@ def build_config(
         if algo not in ("shac", "ppo"):
             raise BcgdError(f"--algo {algo!r}: expected shac or ppo")
         cfg = ppo_defaults(TrainConfig()) if algo == "ppo" else TrainConfig()
+        window = None  # (csv, start_s) of a CSV window; None: a task's own clip
         if motion is not None:
-            cfg.motion.csv = str(motion)
-            cfg.motion.start_s = 0.0 if start is None else start
+            window = (str(motion), 0.0 if start is None else start)
+        elif task in TASKS:
+            cfg.motion.task = task
+            if start is not None or duration is not None:
+                window = task_window(task, start)
+        elif task is not None:
+            window = (library_file(task), 0.0 if start is None else start)
+        if window is not None:
+            cfg.motion.csv, cfg.motion.start_s = window
             if duration is not None:
                 cfg.motion.duration_s = duration
-        elif task is not None:
-            if task in TASKS:
-                cfg.motion.task = task
-                if start is not None or duration is not None:
-                    cfg.motion.csv, cfg.motion.start_s = task_window(task, start)
-                    if duration is not None:
-                        cfg.motion.duration_s = duration
-            else:
-                cfg.motion.csv = library_file(task)
-                cfg.motion.start_s = 0.0 if start is None else start
-                if duration is not None:
-                    cfg.motion.duration_s = duration
         default_dir = RUNS_DIR / (Path(motion).stem if motion else (task or cfg.motion.task))
         cfg.runner.out_dir = str(out) if out is not None else str(next_free_dir(default_dir))
     if out is not None:
