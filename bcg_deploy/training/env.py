@@ -249,35 +249,50 @@ class ImitationEnv:
             return torch.zeros(draw.n, dtype=torch.long, device=self.device)
         return draw.randint(0, self.num_frames - 2)
 
-    def reset(self) -> torch.Tensor:
-        """Reset every env at a random phase; returns the noise-free observation [E, O]."""
+    def reset(self, start_frames: torch.Tensor | None = None) -> torch.Tensor:
+        """Reset every env at a random phase, or at ``start_frames`` [E] (frame indices, for diagnostics:
+        the random draws are taken all the same, so the streams stay aligned); returns the noise-free
+        observation [E, O]. Later resets (of ended episodes) draw their phases as usual."""
+        if start_frames is not None:
+            start_frames = torch.as_tensor(start_frames, dtype=torch.long, device=self.device)
+            if start_frames.shape != (self.num_envs,):
+                raise ValueError(f"start_frames has shape {tuple(start_frames.shape)}; expected ({self.num_envs},)")
+            if bool(((start_frames < 0) | (start_frames > self.num_frames - 2)).any()):
+                last = self.num_frames - 2
+                raise ValueError(f"start_frames must lie in [0, {last}] (a clip of {self.num_frames} frames)")
         mask = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
-        self.q, self.qd = self._reset_rows(mask, self.q.detach(), self.qd.detach())
+        self.q, self.qd = self._reset_rows(mask, self.q.detach(), self.qd.detach(), start_frames)
         self.transition.reset(mask)
         return self.observe()
 
-    def _reset_draws(self, draw: Draw) -> tuple[torch.Tensor, dict, dr.EnvParams, torch.Tensor]:
-        """The random draws of ``draw.n`` resets (the envs' own streams), in this order: start frames,
-        reset noise, per-episode parameters, push timers."""
+    def _reset_draws(
+        self, draw: Draw, frames: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, dict, dr.EnvParams, torch.Tensor]:
+        """The random draws of ``draw.n`` resets (the envs' own streams), in this order: start frames
+        (replaced by ``frames`` if given), reset noise, per-episode parameters, push timers."""
         n = draw.n
-        frames = self._sample_start_frames(draw)
+        sampled = self._sample_start_frames(draw)
+        frames = sampled if frames is None else frames
         noise = dr.sample_reset_noise(self.cfg.domain_rand, n, self.num_actions, self.device, draw=draw)
         new = dr.sample_params(self.cfg.domain_rand, n, self.num_bodies, self.num_actions, self.device, draw=draw)
         timers = dr.sample_push_interval(self.cfg.domain_rand, n, self.control_dt, self.device, draw=draw)
         return frames, noise, new, timers
 
-    def _reset_rows(self, mask: torch.Tensor, q: torch.Tensor, qd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _reset_rows(
+        self, mask: torch.Tensor, q: torch.Tensor, qd: torch.Tensor, frames: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Return (q, qd) with the rows of ``mask`` replaced by fresh reset states; updates bookkeeping.
 
         Draws for the reset rows only (one host read of their number), or with ``fixed_shapes`` for all
-        E rows, of which the reset rows take theirs (no host read)."""
+        E rows, of which the reset rows take theirs (no host read). ``frames``: the start frames of the
+        reset rows (all E rows when given; ``reset`` passes them), else random phases."""
         if self.fixed_shapes:
-            return self._reset_masked(mask, q, qd)
+            return self._reset_masked(mask, q, qd, frames)
         idx = mask.nonzero().squeeze(-1)
         n = idx.numel()
         if n == 0:
             return q, qd
-        frames, noise, new, timers = self._reset_draws(self.rng.rows(idx))
+        frames, noise, new, timers = self._reset_draws(self.rng.rows(idx), frames)
         q_r, qd_r = self.reference_state(frames, noise)
         self.frame = self.frame.index_copy(0, idx, frames)
         self.episode_len = self.episode_len.index_fill(0, idx, 0)
@@ -287,9 +302,11 @@ class ImitationEnv:
         self.push_timer = self.push_timer.index_copy(0, idx, timers)
         return q.index_copy(0, idx, q_r), qd.index_copy(0, idx, qd_r)
 
-    def _reset_masked(self, mask: torch.Tensor, q: torch.Tensor, qd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _reset_masked(
+        self, mask: torch.Tensor, q: torch.Tensor, qd: torch.Tensor, frames: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``_reset_rows`` with fixed shapes: E draws, the rows of ``mask`` take theirs."""
-        frames, noise, new, timers = self._reset_draws(self.rng.rows())
+        frames, noise, new, timers = self._reset_draws(self.rng.rows(), frames)
         q_r, qd_r = self.reference_state(frames, noise)
         self.frame = torch.where(mask, frames, self.frame)
         self.episode_len = self.episode_len.masked_fill(mask, 0)

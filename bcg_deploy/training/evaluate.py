@@ -121,17 +121,86 @@ def _rollout(env: ImitationEnv, actor: Actor, obs_normalizer, steps: int, determ
     }
 
 
-def evaluate_checkpoint(path: str | Path, **kwargs) -> dict:
-    """``evaluate_policy`` for the actor and normaliser stored in a run.pt."""
+END_REASONS = ("fall", "stray", "diverged", "clip end", "running")
+
+
+@torch.no_grad()
+def failure_map(
+    cfg: TrainConfig,
+    motion: Motion,
+    actor: Actor,
+    obs_normalizer: RunningNormalizer | None,
+    every_s: float = 0.5,
+    nominal: bool = True,
+    stray: bool = False,
+    seed: int = 1234,
+    device: str | torch.device | None = None,
+) -> list[dict]:
+    """Where in its clip a policy fails, in the training simulator.
+
+    One env starts at each multiple of ``every_s`` seconds of the clip (the last start at least one control
+    step before its end), from the reference state (with the reset noise unless ``nominal``, which also
+    turns domain randomisation and pushes off); deterministic actions, no observation noise; each env
+    runs until its first episode ends.
+    ``stray``: keep ``env.max_tracking_error`` (else only falls, divergence and the clip's end end an
+    episode). Returns one row per start: ``start_s`` and ``end_s`` (s from the clip's start), ``survived_s``,
+    ``end`` (one of ``END_REASONS``) and ``tracking_error_cm`` (mean per-body error over the episode)."""
+    cfg = copy.deepcopy(cfg)
+    cfg.env.obs_noise = False
+    if nominal:
+        cfg.domain_rand.enabled = False
+    if not stray:
+        cfg.env.max_tracking_error = None
+    dev = resolve_device(cfg.runner.device if device is None else device)
+    actor, obs_normalizer = _on(actor, dev), _on(obs_normalizer, dev)
+    dt = cfg.sim.physics_dt * cfg.sim.substeps
+    every = max(int(round(every_s / dt)), 1)
+    starts = torch.arange(0, motion.num_frames - 1, every, device=dev)
+    n = cfg.env.num_envs = len(starts)
+    with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+        torch.manual_seed(seed)
+        env = ImitationEnv(cfg, training_robot(cfg), motion, device=dev, rng=EnvRandom(seed, [n], device=dev))
+        obs = env.reset(start_frames=starts)
+        end = torch.full((n,), -1, dtype=torch.long, device=dev)
+        reason = torch.full((n,), END_REASONS.index("running"), dtype=torch.long, device=dev)
+        err_sum = torch.zeros(n, dtype=torch.float64, device=dev)
+        actor_dtype = next(actor.parameters()).dtype
+        for _ in range(motion.num_frames):
+            x = obs_normalizer(obs) if obs_normalizer is not None else obs
+            frame = env.frame
+            out = env.step(actor(x.to(actor_dtype), deterministic=True).to(env.dtype))
+            live = end < 0
+            e = out.info["tracking_error"]
+            err_sum += torch.where(live & torch.isfinite(e), e, torch.zeros_like(e)).double()
+            ended = live & out.done
+            code = torch.stack([out.info["fell"], out.info["strayed"], out.info["diverged"], out.done]).long().argmax(0)
+            reason = torch.where(ended, code, reason)
+            end = torch.where(ended, frame + 1, end)
+            if bool((end >= 0).all()):
+                break
+            obs = out.obs
+    end = torch.where(end < 0, env.frame, end)
+    rows = []
+    for s_, e_, r_, err in zip(starts.tolist(), end.tolist(), reason.tolist(), err_sum.tolist(), strict=True):
+        steps = max(e_ - s_, 1)
+        rows.append({"start_s": s_ * dt, "end_s": e_ * dt, "survived_s": (e_ - s_) * dt, "end": END_REASONS[r_],
+                     "tracking_error_cm": 100.0 * err / steps})  # fmt: skip
+    return rows
+
+
+def load_policy(path: str | Path) -> tuple[TrainConfig, Motion, Actor, RunningNormalizer | None, int]:
+    """The config, clip, actor (in the simulator's dtype), normaliser and iteration stored in a run.pt."""
     ck = ckpt_io.load_checkpoint(path, required=ckpt_io.EXPORT_KEYS)
     d = dict(ck["config"])
     d["sim"] = {k: v for k, v in d["sim"].items() if k != "control_dt"}
     cfg = from_dict(d)
     actor = Actor.from_state_dict(ck["actor"])
     norm = RunningNormalizer.from_state_dict(ck["obs_normalizer"]) if cfg.shac.normalize_obs else None
-    dtype = torch.float64 if cfg.sim.dtype == "float64" else torch.float32
-    actor.to(dtype)
-    return {
-        **evaluate_policy(cfg, ckpt_io.motion_from_checkpoint(ck), actor, norm, **kwargs),
-        "iteration": ck["iteration"],
-    }
+    actor.to(torch.float64 if cfg.sim.dtype == "float64" else torch.float32)
+    return cfg, ckpt_io.motion_from_checkpoint(ck), actor, norm, ck["iteration"]
+
+
+def evaluate_checkpoint(path: str | Path, **kwargs) -> dict:
+    """``evaluate_policy`` for the actor and normaliser stored in a run.pt."""
+    cfg, motion, actor, norm, iteration = load_policy(path)
+    return {**evaluate_policy(cfg, motion, actor, norm, **kwargs), "iteration": iteration}

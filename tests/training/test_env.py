@@ -186,3 +186,30 @@ def test_fixed_shape_steps_read_nothing_back(tiny_motion):
     assert (e.q[:, 7:] - q_ref[:, 7:]).abs().max() < 0.2  # reset joint noise only
     (out.reward.sum() + out.obs_before_reset.sum()).backward()
     assert torch.isfinite(a.grad).all() and a.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("fixed_shapes", [False, True])
+def test_reset_at_given_start_frames_keeps_the_random_streams(tiny_motion, fixed_shapes):
+    """``reset(start_frames)`` puts each env on the reference at its frame, and takes the same draws as a
+    random reset (the reset noise and per-episode parameters are those of the same seed)."""
+    starts = torch.tensor([0, 29, 58])
+    states = {}
+    for given in (None, starts):
+        torch.manual_seed(0)
+        e = make_env(tiny_motion, "env.num_envs=3")  # domain randomisation on: reset noise and parameters
+        e.fixed_shapes = fixed_shapes
+        e.reset(start_frames=given)
+        states[given is None] = (e.frame.clone(), e.q.clone(), e.params.friction.clone())
+    frame, q, friction = states[False]
+    assert frame.tolist() == starts.tolist()
+    q_ref, _ = e.reference_state(starts)
+    assert 0 < (q[:, 7:] - q_ref[:, 7:]).abs().max() <= 0.1 + 1e-12  # the reset joint noise, +/-0.1 rad
+    torch.testing.assert_close(friction, states[True][2])  # the same per-episode draws as a random reset
+    assert states[True][0].tolist() != starts.tolist()
+
+
+def test_reset_start_frames_must_fit_the_clip(env):
+    with pytest.raises(ValueError, match=r"shape \(2,\); expected \(3,\)"):
+        env.reset(start_frames=torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match=r"must lie in \[0, 58\]"):
+        env.reset(start_frames=torch.tensor([0, 1, 59]))

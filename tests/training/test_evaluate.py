@@ -63,3 +63,25 @@ def test_evaluation_on_each_device_matches_cpu(tiny_motion, device):
     assert r["episodes_ended"] == ref["episodes_ended"] and r["falls"] == ref["falls"]
     assert r["tracking_error_cm"] == pytest.approx(ref["tracking_error_cm"], rel=1e-4)
     assert r["episode_length"] == pytest.approx(ref["episode_length"])
+
+
+def test_failure_map_runs_one_env_from_each_phase_to_its_first_end(tiny_motion):
+    cfg = tiny_cfg("env.fall_height=0.6")  # the clip's root is at 0.72-0.75 m: a random policy may fall
+    actor, norm = _policy(cfg)
+    rows = ev.failure_map(cfg, tiny_motion, actor, norm, every_s=0.2)
+    dt = cfg.sim.physics_dt * cfg.sim.substeps
+    last = (tiny_motion.num_frames - 1) * dt
+    assert [r["start_s"] for r in rows] == pytest.approx([0.0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    for r in rows:
+        assert r["end"] in ("fall", "clip end")  # nominal, no stray termination: nothing else ends it
+        assert r["survived_s"] == pytest.approx(r["end_s"] - r["start_s"]) and r["survived_s"] > 0
+        assert (r["end_s"] == pytest.approx(last)) == (r["end"] == "clip end")
+        assert r["tracking_error_cm"] > 0
+    assert {r["end"] for r in rows} == {"fall", "clip end"}
+    # the start at frame 0 is the evaluation's episode from frame 0 (nominal, deterministic)
+    steps = round(rows[0]["survived_s"] / dt)
+    ref = evaluate_policy(tiny_cfg("env.fall_height=0.6", "env.random_start=false"), tiny_motion, actor, norm,
+                          num_envs=1, steps=steps, nominal=True)  # fmt: skip
+    assert ref["episodes_ended"] == 1 and ref["episode_length"] == steps
+    assert ref["falls"] == (rows[0]["end"] == "fall")
+    assert ref["tracking_error_cm"] == pytest.approx(rows[0]["tracking_error_cm"], rel=1e-6)
