@@ -90,6 +90,19 @@ class EnvCfg:
     """Multiplier on every term's noise amplitude."""
     random_start: bool = True
     """Reference state initialisation at a random phase (else at frame 0)."""
+    adaptive_start: bool = False
+    """Draw the random phases by where episodes fail (falls and strays), favouring the seconds before
+    them, instead of uniformly (BeyondMimic's adaptive sampling; ``training/start_sampling.py``, D19)."""
+    adaptive_bin_s: float = 1.0
+    """Width of a start bin (s)."""
+    adaptive_kernel_bins: int = 3
+    """A failure weights its own bin and the ``adaptive_kernel_bins - 1`` bins before it..."""
+    adaptive_decay: float = 0.8
+    """...by ``adaptive_decay ** u`` for the bin ``u`` bins before it."""
+    adaptive_uniform: float = 0.1
+    """Share of the uniform distribution in the mix (keeps every bin visited)."""
+    adaptive_alpha: float = 0.1
+    """Weight of one iteration's failures in their exponential average."""
     action_rate_weight: float = -0.8
     """Weight of the action-rate penalty mean_j (a_t - a_{t-1})_j^2 (Decision: mean over joints)."""
     max_abs_qd: float = 100.0
@@ -355,6 +368,11 @@ class TrainConfig:
             (self.motion.csv is not None or self.motion.task in TASKS, f"motion.task must be one of {TASKS}"),
             (self.env.obs_profile in PROFILES, f"env.obs_profile must be one of {', '.join(PROFILES)}"),
             (not self.runner.tf32, "runner.tf32 must be false (METHOD.md: the gradient path stays float32)"),
+            (self.env.adaptive_bin_s > 0, "env.adaptive_bin_s must be > 0 s"),
+            (self.env.adaptive_kernel_bins >= 1, "env.adaptive_kernel_bins must be >= 1"),
+            (0 < self.env.adaptive_decay <= 1, "env.adaptive_decay must be in (0, 1]"),
+            (0 <= self.env.adaptive_uniform <= 1, "env.adaptive_uniform must be in [0, 1]"),
+            (0 < self.env.adaptive_alpha <= 1, "env.adaptive_alpha must be in (0, 1]"),
         ]
         if self.algo == "ppo":
             p = self.ppo
@@ -366,6 +384,7 @@ class TrainConfig:
                 (p.init_std > 0, "ppo.init_std must be > 0"),
                 (0 < p.gamma < 1, "ppo.gamma must be in (0, 1)"),
                 (not self.bcg.enabled, "bcg: bundled contact gradients are a SHAC method; PPO uses no gradients"),
+                (not self.env.adaptive_start, "env.adaptive_start: not built for ppo (SHAC's runner updates it)"),
             ]
         for ok, msg in checks:
             if not ok:

@@ -42,6 +42,7 @@ from bcg_deploy.training.config import TrainConfig
 from bcg_deploy.training.kinematics import axis_angle_quat, quat_mul, quat_normalize, quat_to_mat
 from bcg_deploy.training.profile_obs import make_observation
 from bcg_deploy.training.rng import Draw, EnvRandom
+from bcg_deploy.training.start_sampling import StartSampler
 
 # ---------------------------------------------------------------------------------------------
 # transition (the BCG hook)
@@ -189,6 +190,14 @@ class ImitationEnv:
             sim = make_simulator(cfg, robot, self.device, num_envs=E)
         self.sim = sim
         self.transition: Transition = SimTransition(sim)
+        self.start_sampler: StartSampler | None = None
+        """Adaptive start phases (``env.adaptive_start``): fed with the failures here, updated by the runner."""
+        if cfg.env.adaptive_start and cfg.env.random_start:
+            e = cfg.env
+            self.start_sampler = StartSampler(
+                self.num_frames, self.control_dt, e.adaptive_bin_s, e.adaptive_kernel_bins, e.adaptive_decay,
+                e.adaptive_uniform, e.adaptive_alpha, self.device,
+            )  # fmt: skip
         # Per-env bookkeeping (long tensors are phase/counters; q/qd carry the graph in a window).
         self.q = torch.zeros(E, 7 + robot.num_joints, dtype=self.dtype, device=self.device)
         self.qd = torch.zeros(E, 6 + robot.num_joints, dtype=self.dtype, device=self.device)
@@ -247,6 +256,8 @@ class ImitationEnv:
     def _sample_start_frames(self, draw: Draw) -> torch.Tensor:
         if not self.cfg.env.random_start:
             return torch.zeros(draw.n, dtype=torch.long, device=self.device)
+        if self.start_sampler is not None:
+            return self.start_sampler.sample(draw)
         return draw.randint(0, self.num_frames - 2)
 
     def reset(self, start_frames: torch.Tensor | None = None) -> torch.Tensor:
@@ -403,6 +414,8 @@ class ImitationEnv:
         strayed = torch.zeros_like(fell) if cfg.env.max_tracking_error is None else err > cfg.env.max_tracking_error
         strayed = strayed & ~fell & ~bad
         terminated = fell | bad | strayed
+        if self.start_sampler is not None:
+            self.start_sampler.count(self.frame, (fell | strayed) & ~bad)
         timeout = (self.frame >= self.num_frames - 1) & ~terminated
         done = terminated | timeout
         obs_before = self._observation(q_next, qd_next, action, transforms)
@@ -490,6 +503,7 @@ class ImitationEnv:
             "params": {k: v.clone() for k, v in self.params.state_dict().items()},
             "transition": self.transition.state_dict(),
             "rng": self.rng.state_dict(),
+            **({"start_sampler": self.start_sampler.state_dict()} if self.start_sampler is not None else {}),
         }
 
     def load_state_dict(self, d: dict[str, Any]) -> None:
@@ -512,6 +526,8 @@ class ImitationEnv:
         self.transition.load_state_dict(d.get("transition", {}))
         if "rng" in d:
             self.rng.load_state_dict(d["rng"])
+        if self.start_sampler is not None and "start_sampler" in d:
+            self.start_sampler.load_state_dict(d["start_sampler"])
 
 
 # ---------------------------------------------------------------------------------------------

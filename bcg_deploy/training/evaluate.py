@@ -50,6 +50,7 @@ def evaluate_policy(
     cfg = copy.deepcopy(cfg)
     cfg.env.num_envs = num_envs
     cfg.env.obs_noise = False
+    cfg.env.adaptive_start = False  # the same seed, the same uniform start phases, however the run trained
     if nominal:
         cfg.domain_rand.enabled = False
     dev = resolve_device(cfg.runner.device if device is None else device)

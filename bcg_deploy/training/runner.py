@@ -320,6 +320,9 @@ class Trainer:
         )
         critic_stats = host["critic"]
         st = self._reduce_window(roll, host["window"])
+        sampler = self.env.start_sampler
+        if sampler is not None:
+            sampler.update(st["start_failures"])  # every rank folds in the same sum: one distribution
         dt = time.perf_counter() - t0
         self.episode_len.extend(st["episode_len"])
         self.episode_return.extend(st["episode_return"])
@@ -353,6 +356,8 @@ class Trainer:
             m["world_size"] = self.world.size
         if st["foot_force_max"] is not None:
             m["foot_force_max"] = st["foot_force_max"]
+        if sampler is not None:  # how many times the favourite start bin is drawn more than uniformly
+            m["start_focus"] = sampler.focus()
         m.update(st["transition"])  # e.g. BCG: bcg_starts, bcg_sim_rows, ... summed over the window and ranks
         if "bcg_sim_rows" in m:
             m["bcg_row_overhead"] = m["bcg_sim_rows"] / n_steps - 1.0  # extra simulator rows per env-step
@@ -383,8 +388,10 @@ class Trainer:
         )
         done = roll.done.reshape(-1).flip(0)  # newest first (step-major order reversed)
         last = first_true(done, min(EPISODE_WINDOW, done.numel()))  # the newest finished ones, then others
+        sampler = self.env.start_sampler
         return {
             "sums": sums,
+            "start_failures": sampler.take_counts() if sampler is not None else [],
             "events": st["events"],
             "episodes": done.sum(),
             "recent_done": done[last],
@@ -407,6 +414,7 @@ class Trainer:
             "episode_return": [win["recent_return"][i] for i in recent],
             "transition": {k: v for k, v in st["transition"].items() if isinstance(v, (int, float))},
             "stop": self._stop.requested,
+            "start_failures": win["start_failures"],
         }
         parts = self.world.all_gather_object(local)
         tot = [sum(p["sums"][i] for p in parts) for i in range(5)]
@@ -428,6 +436,7 @@ class Trainer:
             "episode_len": [x for p in parts for x in p["episode_len"]],
             "episode_return": [x for p in parts for x in p["episode_return"]],
             "transition": trans,
+            "start_failures": [sum(f) for f in zip(*(p["start_failures"] for p in parts), strict=True)],
         }
 
     def run(self) -> TrainResult:

@@ -3,9 +3,10 @@
     [BCGD_TEST_DTYPE=float64] python tests/training/dist_worker.py OUT.pt ENVS HORIZON ITERATIONS [ENV_STREAMS]
 
 As a rank it reads torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); without them it is
-one process with ENV_STREAMS random streams. It runs ITERATIONS plain SHAC updates (BCG's perturbations come
-from a stream per process, so only its distribution, not each draw, is independent of the split) and saves the actor and
-critic parameters (rank 0 / the single process only).
+one process with ENV_STREAMS random streams. BCGD_TEST_OVERRIDES: more config overrides (space-separated).
+It runs ITERATIONS plain SHAC updates (BCG's perturbations come from a stream per process, so only its
+distribution, not each draw, is independent of the split) and saves the actor and critic parameters (rank 0
+/ the single process only; with adaptive starts every rank saves its start distribution).
 """
 
 from __future__ import annotations
@@ -29,12 +30,16 @@ def main() -> None:
         TrainConfig(),
         [f"env.num_envs={envs}", f"shac.horizon={horizon}", "runner.tensorboard=false",
          f"runner.out_dir={out}.run", f"runner.env_streams={streams}", "runner.iterations=100",
-         "shac.critic_iterations=4", f"sim.dtype={dtype}", "bcg.enabled=false"],
+         "shac.critic_iterations=4", f"sim.dtype={dtype}", "bcg.enabled=false",
+         *os.environ.get("BCGD_TEST_OVERRIDES", "").split()],
     )  # fmt: skip
     world = world_from_env(envs, "cpu")
     tr = Trainer(cfg, world=world)
     for _ in range(iterations):
         tr.step()
+    sampler = tr.env.start_sampler
+    if sampler is not None and not world.is_main:  # every rank's adaptive start distribution
+        torch.save({"start_failures": sampler.failures.clone()}, f"{out}.rank{world.rank}")
     if world.is_main:
         torch.save(
             {
@@ -45,6 +50,7 @@ def main() -> None:
                 "ret_var": tr.shac.ret_normalizer.var.clone(),
                 "add_mean_abs": tr.add.norm.mean_abs.clone(),
                 "metrics": tr.last_metrics,
+                **({"start_failures": sampler.failures.clone()} if sampler is not None else {}),
             },
             out,
         )

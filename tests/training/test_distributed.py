@@ -32,12 +32,12 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).abs().max() / b.abs().max().clamp_min(1e-12))
 
 
-def _one_update(tmp_path: Path, dtype: str) -> tuple[dict, dict]:
-    """(single process x 64 envs in 2 streams, 2 ranks x 32 envs) after one SHAC update."""
-    envs, horizon, iters = 64, 4, 1
+def _one_update(tmp_path: Path, dtype: str, envs: int = 64, iters: int = 1, overrides: str = "") -> tuple[dict, dict]:
+    """(single process x ``envs`` in 2 streams, 2 ranks x ``envs / 2``) after ``iters`` SHAC updates."""
+    horizon = 4
     single, ranked = tmp_path / f"single_{dtype}.pt", tmp_path / f"ranked_{dtype}.pt"
     port = str(dd.free_port())
-    common = {"BCGD_TEST_DTYPE": dtype}
+    common = {"BCGD_TEST_DTYPE": dtype, "BCGD_TEST_OVERRIDES": overrides}
     procs = [_run([str(single), str(envs), str(horizon), str(iters), "2"], common)]
     for r in range(2):
         rank = {
@@ -91,6 +91,17 @@ def test_two_ranks_of_32_envs_update_like_one_process_of_64_in_float32(tmp_path:
         assert float((diff * resolved).max()) < 1e-3 * lr, k
         assert float(diff.max()) <= 2 * lr * (1 + 1e-3), k
     assert abs(a["metrics"]["reward"] - b["metrics"]["reward"]) < 1e-5
+
+
+def test_adaptive_starts_see_every_ranks_failures(tmp_path: Path) -> None:
+    """Each rank counts its own envs' failures; the runner sums them, so every rank folds the same counts
+    into the same start distribution, the single process's."""
+    overrides = "env.adaptive_start=true env.max_tracking_error=0.05"  # 5 cm: many strays, many counts
+    a, b = _one_update(tmp_path, "float64", envs=16, iters=2, overrides=overrides)
+    other = torch.load(tmp_path / "ranked_float64.pt.rank1")
+    assert a["start_failures"].sum() > 0
+    torch.testing.assert_close(b["start_failures"], a["start_failures"], rtol=0, atol=0)
+    torch.testing.assert_close(other["start_failures"], a["start_failures"], rtol=0, atol=0)
 
 
 def test_moments_merge_exactly() -> None:
