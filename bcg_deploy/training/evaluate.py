@@ -47,12 +47,7 @@ def evaluate_policy(
     Everything runs on ONE device: ``device`` (default ``cfg.runner.device``, resolved to "cuda:N"); the
     actor and normaliser are used there (copies when the caller's live elsewhere). Statistics accumulate
     on that device and are read once at the end. The RNG states of the CPU and that device are restored."""
-    cfg = copy.deepcopy(cfg)
-    cfg.env.num_envs = num_envs
-    cfg.env.obs_noise = False
-    cfg.env.adaptive_start = False  # the same seed, the same uniform start phases, however the run trained
-    if nominal:
-        cfg.domain_rand.enabled = False
+    cfg = _evaluation_cfg(cfg, num_envs, nominal)
     dev = resolve_device(cfg.runner.device if device is None else device)
     actor, obs_normalizer = _on(actor, dev), _on(obs_normalizer, dev)
     with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
@@ -67,6 +62,18 @@ def evaluate_policy(
         "num_envs": num_envs,
         "seed": seed,
     }
+
+
+def _evaluation_cfg(cfg: TrainConfig, num_envs: int, nominal: bool) -> TrainConfig:
+    """A copy of ``cfg`` for evaluation: ``num_envs`` envs, no observation noise, uniform start phases (the
+    same seed, the same starts, however the run trained); ``nominal``: no domain randomisation or pushes."""
+    cfg = copy.deepcopy(cfg)
+    cfg.env.num_envs = num_envs
+    cfg.env.obs_noise = False
+    cfg.env.adaptive_start = False
+    if nominal:
+        cfg.domain_rand.enabled = False
+    return cfg
 
 
 def _on(module: torch.nn.Module | None, dev: torch.device) -> torch.nn.Module | None:
@@ -146,18 +153,15 @@ def failure_map(
     ``stray``: keep ``env.max_tracking_error`` (else only falls, divergence and the clip's end end an
     episode). Returns one row per start: ``start_s`` and ``end_s`` (s from the clip's start), ``survived_s``,
     ``end`` (one of ``END_REASONS``) and ``tracking_error_cm`` (mean per-body error over the episode)."""
-    cfg = copy.deepcopy(cfg)
-    cfg.env.obs_noise = False
-    if nominal:
-        cfg.domain_rand.enabled = False
+    dt = cfg.sim.physics_dt * cfg.sim.substeps
+    every = max(int(round(every_s / dt)), 1)
+    n = len(range(0, motion.num_frames - 1, every))
+    cfg = _evaluation_cfg(cfg, n, nominal)
     if not stray:
         cfg.env.max_tracking_error = None
     dev = resolve_device(cfg.runner.device if device is None else device)
     actor, obs_normalizer = _on(actor, dev), _on(obs_normalizer, dev)
-    dt = cfg.sim.physics_dt * cfg.sim.substeps
-    every = max(int(round(every_s / dt)), 1)
     starts = torch.arange(0, motion.num_frames - 1, every, device=dev)
-    n = cfg.env.num_envs = len(starts)
     with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
         torch.manual_seed(seed)
         env = ImitationEnv(cfg, training_robot(cfg), motion, device=dev, rng=EnvRandom(seed, [n], device=dev))
