@@ -21,6 +21,7 @@ from bcg_deploy.training.config import TASKS, TrainConfig, apply_overrides, cuda
 from bcg_deploy.training.distributed import MIN_ENVS_PER_RANK
 
 CHECKPOINT_NAME = "run.pt"
+SNAPSHOT_DIR = "snapshots"  # training.runner's, without importing torch here
 
 
 def _fmt(v: float | None, spec: str) -> str:
@@ -94,6 +95,11 @@ def build_config(
         cfg, stored_it = resume_point(resume)
         stored = (cfg.runner.iterations, cfg.shac.actor_lr, cfg.shac.critic_lr)
         if out is None:
+            if resume.parent.name == SNAPSHOT_DIR:
+                raise BcgdError(
+                    f"--resume {resume}: a kept snapshot; give --out DIR for the continued run (continuing in "
+                    f"{resume.parent.parent} would overwrite its later run.pt)"
+                )
             cfg.runner.out_dir = str(resume.parent)
         stored_motion = None if cfg.motion.csv is None else Path(cfg.motion.csv).resolve()
         fixed = [

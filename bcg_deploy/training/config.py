@@ -287,6 +287,10 @@ class RunnerCfg:
     (bench/train_throughput.py), 55-85 min; its policy had 0/5 falls in MuJoCo with --noise 1 (README)."""
     save_every: int = 50
     """Write run.pt every K iterations (and at the end)."""
+    keep_every: int = 0
+    """Also keep run.pt as ``snapshots/run_<iteration>.pt`` every K iterations (0: never), to export,
+    evaluate or branch from points along one schedule. Each is a whole checkpoint (a hard link when the
+    file system allows one, so it costs no space until run.pt is next written)."""
     seed: int = 0
     device: str = "cpu"
     out_dir: str = "runs/dance"
@@ -357,6 +361,7 @@ class TrainConfig:
             (self.shac.horizon >= 1, "shac.horizon must be >= 1"),
             (self.runner.iterations >= 1, "runner.iterations must be >= 1"),
             (self.runner.save_every >= 1, "runner.save_every must be >= 1"),
+            (self.runner.keep_every >= 0, "runner.keep_every must be >= 0 (0: keep no snapshots)"),
             (self.sim.kappa > 0, "sim.kappa must be > 0"),
             (self.sim.substeps >= 1, "sim.substeps must be >= 1"),
             (self.shac.num_critics >= 1, "shac.num_critics must be >= 1"),

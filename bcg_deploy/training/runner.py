@@ -6,8 +6,9 @@
 normalisers, the discriminator step; then metrics to ``metrics.jsonl`` / TensorBoard and the
 ``on_iteration`` callback (the CLI's rich progress). ``run.pt`` is written atomically every
 ``runner.save_every`` iterations and at the end, never from a non-finite model (the refusal is logged
-in ``events.jsonl``). A run resumed from ``run.pt`` continues bit-exactly on CPU: the checkpoint holds
-the env state, replay buffer, optimisers, normalisers and every RNG state.
+in ``events.jsonl``), and kept as ``snapshots/run_<iteration>.pt`` every ``runner.keep_every``. A run
+resumed from ``run.pt`` continues bit-exactly on CPU: the checkpoint holds the env state, replay buffer,
+optimisers, normalisers and every RNG state.
 
 Data-parallel (``training.distributed``): the same ``Trainer`` runs on every rank with its share of the
 envs; rank 0 alone writes run.pt, metrics.jsonl, TensorBoard and calls ``on_iteration``. The checkpoint
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import collections
 import math
+import os
+import shutil
 import signal
 import threading
 import time
@@ -52,6 +55,7 @@ from bcg_deploy.training.shac import EVENTS, SHAC
 from bcg_deploy.training.syncs import first_true
 
 CHECKPOINT_NAME = "run.pt"
+SNAPSHOT_DIR = "snapshots"
 TRAINING_KEYS = ("env_state", "add_replay", "shac_state", "episode_history")
 EPISODE_WINDOW = 100
 
@@ -233,6 +237,12 @@ class Trainer:
             self._event("checkpoint_refused", str(exc))
             return None
         return path
+
+    def _keep(self, run_pt: Path) -> None:
+        try:
+            keep_snapshot(run_pt, self.iteration)
+        except OSError as exc:  # run.pt is written; a missing snapshot must not end the run
+            self._event("snapshot_failed", f"could not keep iteration {self.iteration}'s snapshot: {exc}")
 
     def _restore(self, ck: dict) -> None:
         spec = self.env.obs_module.spec()
@@ -452,8 +462,12 @@ class Trainer:
                     self._interrupted()
                     saved = self.save() or saved
                     break
-                if self.iteration % cfg.save_every == 0 or self.iteration == end:
-                    saved = self.save() or saved
+                keep = cfg.keep_every > 0 and self.iteration % cfg.keep_every == 0
+                if self.iteration % cfg.save_every == 0 or self.iteration == end or keep:
+                    written = self.save()
+                    saved = written or saved
+                    if keep and written is not None:
+                        self._keep(written)
         except KeyboardInterrupt:
             self._interrupted()
             saved = self.save() or saved
@@ -537,6 +551,24 @@ def load_resume_checkpoint(path: Path, robot) -> dict:  # noqa: ANN001
         if key not in ck:
             raise BcgdError(f"checkpoint {path} lacks training state {key!r}; cannot resume from it")
     return ck
+
+
+def keep_snapshot(run_pt: Path, iteration: int) -> Path:
+    """Keep the run.pt just written as ``<run>/snapshots/run_<iteration, 6 digits>.pt``; returns its path.
+
+    A hard link (run.pt is always replaced by a new file, never written in place, so the snapshot stays as
+    it was) or, where the file system has none, a copy; either way atomic. A snapshot that cannot be kept
+    is logged by the caller's events and never stops the run: run.pt itself is already written."""
+    dest = run_pt.parent / SNAPSHOT_DIR / f"run_{iteration:06d}.pt"
+    dest.parent.mkdir(exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(run_pt, tmp)
+    except OSError:
+        shutil.copyfile(run_pt, tmp)
+    os.replace(tmp, dest)
+    return dest
 
 
 def resume_config(path: Path) -> TrainConfig:

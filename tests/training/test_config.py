@@ -47,7 +47,8 @@ def test_bad_override_is_one_line_error(item):
     assert "\n" not in str(e.value)
 
 
-def test_validate_rejects_nonsense():
-    c = apply_overrides(TrainConfig(), ["shac.horizon=0"])
-    with pytest.raises(BcgdError, match="horizon"):
+@pytest.mark.parametrize(("item", "needle"), [("shac.horizon=0", "horizon"), ("runner.keep_every=-1", "keep_every")])
+def test_validate_rejects_nonsense(item, needle):
+    c = apply_overrides(TrainConfig(), [item])
+    with pytest.raises(BcgdError, match=needle):
         c.validate()

@@ -27,7 +27,7 @@ def _run(tmp, motion, *overrides, resume=None):
 @pytest.fixture(scope="module")
 def full_run(tmp_path_factory, tiny_motion):
     d = tmp_path_factory.mktemp("full")
-    return _run(d, tiny_motion)
+    return _run(d, tiny_motion, "runner.keep_every=2")
 
 
 def test_checkpoint_has_everything_export_needs(full_run):
@@ -117,6 +117,35 @@ def test_evaluate_reports_training_sim_foot_penetration(full_run):
 
     r = evaluate_checkpoint(full_run.checkpoint, num_envs=2, steps=6, seed=5, nominal=True)
     assert r["foot_penetration_mm"] is not None and 0.05 < r["foot_penetration_mm"] < 30.0
+
+
+def test_snapshots_keep_each_point_of_the_schedule_and_resume_elsewhere(full_run, tmp_path):
+    """keep_every=2 of 4 iterations: snapshots at 2 and 4; the one at 2 is still iteration 2 after run.pt was
+    rewritten at 4, and resuming it (into a new folder: its own run folder's run.pt is later) ends where the
+    uninterrupted run ended, bit for bit."""
+    from bcg_deploy.cli import train as cli_train
+    from bcg_deploy.cli.train import build_config
+    from bcg_deploy.errors import BcgdError
+    from bcg_deploy.training.runner import SNAPSHOT_DIR
+
+    assert cli_train.SNAPSHOT_DIR == SNAPSHOT_DIR
+    snaps = sorted((full_run.run_dir / SNAPSHOT_DIR).glob("run_*.pt"))
+    assert [p.name for p in snaps] == ["run_000002.pt", "run_000004.pt"]
+    assert [torch.load(p, weights_only=True)["iteration"] for p in snaps] == [2, 4]
+    args = dict.fromkeys(
+        ("task", "motion", "start", "duration", "envs", "iterations", "horizon", "device", "kappa", "seed",
+         "save_every"),
+    )  # fmt: skip
+    with pytest.raises(BcgdError, match="kept snapshot; give --out") as info:
+        build_config(**args, out=None, overrides=[], resume=snaps[0])
+    assert "\n" not in str(info.value)
+    cfg = build_config(**args, out=tmp_path / "branch", overrides=["runner.keep_every=0"], resume=snaps[0])
+    resumed = Trainer(cfg, resume=snaps[0]).run()
+    assert resumed.iteration == 4 and not (tmp_path / "branch" / SNAPSHOT_DIR).exists()
+    full = torch.load(full_run.checkpoint, weights_only=True)
+    branch = torch.load(resumed.checkpoint, weights_only=True)
+    for k, v in full["actor"].items():
+        assert torch.equal(v, branch["actor"][k]), k
 
 
 def test_resume_accepts_the_stored_task_and_refuses_a_changed_one(full_run):
