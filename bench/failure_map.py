@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bcg_deploy.errors import BcgdError, run_script
 from bcg_deploy.fileio import atomic_write_json
 from bcg_deploy.training.evaluate import failure_map, load_policy
 
@@ -54,10 +55,13 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=RESULTS / "failure_map.json")
     args = ap.parse_args()
     out: dict = {"every_s": args.every, "randomized": args.randomized, "stray": args.stray, "runs": {}}
-    for spec in args.runs:
-        name, sep, path = spec.partition("=")
-        if not sep:
-            raise SystemExit(f"error: {spec!r}: expected NAME=path/to/run.pt")
+    specs = [spec.partition("=")[::2] for spec in args.runs]
+    for spec, (name, path) in zip(args.runs, specs, strict=True):
+        if not name or not path:
+            raise BcgdError(f"{spec!r}: expected NAME=path/to/run.pt")
+        if not Path(path).is_file():  # every path before the first map, not minutes later
+            raise BcgdError(f"checkpoint {path} not found (for {name})")
+    for name, path in specs:
         cfg, motion, actor, norm, iteration = load_policy(path)
         rows = failure_map(cfg, motion, actor, norm, every_s=args.every, nominal=not args.randomized,
                            stray=args.stray, seed=args.seed)  # fmt: skip
@@ -76,4 +80,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

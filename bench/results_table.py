@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from bcg_deploy.errors import BcgdError, run_script
 from bcg_deploy.export import ExportConfig, export_policy
 from bcg_deploy.fileio import atomic_write_json
 from bcg_deploy.sim2sim import Sim2SimConfig, run_sim2sim
@@ -107,7 +108,9 @@ def main() -> None:
     for item in args.checkpoints:
         motion, sep, path = item.partition("=")
         if not sep or not motion or not path:
-            raise SystemExit(f"results_table: expected motion=path/to/run.pt, got {item!r}")
+            raise BcgdError(f"{item!r}: expected motion=path/to/run.pt")
+        if not Path(path).is_file():  # every path before the first export, not minutes later
+            raise BcgdError(f"checkpoint {path} not found (for {motion})")
         pairs.append((motion, Path(path)))
     rows = {}
     with tempfile.TemporaryDirectory(prefix="bcgd_results_") as tmp:
@@ -126,4 +129,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)
