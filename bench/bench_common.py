@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from bcg_deploy.errors import BcgdError
 from bcg_deploy.fileio import atomic_write_json
 from bcg_deploy.training.config import TrainConfig, apply_overrides
 from bcg_deploy.training.runner import Trainer
@@ -47,3 +48,18 @@ def write_report(path: Path, description: str, args, results: list, seconds: flo
         "versions": {"torch": torch.__version__},
     }
     atomic_write_json(path, report)
+
+
+def named_checkpoints(items: Sequence[str]) -> list[tuple[str, Path]]:
+    """``NAME=path/to/run.pt`` arguments as (name, path) pairs, every path checked before any work starts.
+
+    Raises a one-line ``BcgdError`` for a malformed item or a missing file."""
+    pairs = []
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise BcgdError(f"{item!r}: expected NAME=path/to/run.pt")
+        if not Path(path).is_file():
+            raise BcgdError(f"checkpoint {path} not found (for {name})")
+        pairs.append((name, Path(path)))
+    return pairs

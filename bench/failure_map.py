@@ -18,8 +18,9 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from bench_common import named_checkpoints
 
-from bcg_deploy.errors import BcgdError, run_script
+from bcg_deploy.errors import run_script
 from bcg_deploy.fileio import atomic_write_json
 from bcg_deploy.training.evaluate import failure_map, load_policy
 
@@ -55,18 +56,12 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=RESULTS / "failure_map.json")
     args = ap.parse_args()
     out: dict = {"every_s": args.every, "randomized": args.randomized, "stray": args.stray, "runs": {}}
-    specs = [spec.partition("=")[::2] for spec in args.runs]
-    for spec, (name, path) in zip(args.runs, specs, strict=True):
-        if not name or not path:
-            raise BcgdError(f"{spec!r}: expected NAME=path/to/run.pt")
-        if not Path(path).is_file():  # every path before the first map, not minutes later
-            raise BcgdError(f"checkpoint {path} not found (for {name})")
-    for name, path in specs:
+    for name, path in named_checkpoints(args.runs):  # every path checked before the first map
         cfg, motion, actor, norm, iteration = load_policy(path)
         rows = failure_map(cfg, motion, actor, norm, every_s=args.every, nominal=not args.randomized,
                            stray=args.stray, seed=args.seed)  # fmt: skip
         summary = summarise(rows)
-        out["runs"][name] = {"path": path, "iteration": iteration, "clip": motion.name, **summary, "rows": rows}
+        out["runs"][name] = {"path": str(path), "iteration": iteration, "clip": motion.name, **summary, "rows": rows}
         print(f"{name} ({path}, iteration {iteration}, clip {motion.name})")
         for r in rows:
             print(f"  start {r['start_s']:5.1f} s: {r['end']:8s} at {r['end_s']:5.1f} s "

@@ -27,8 +27,9 @@ import time
 from pathlib import Path
 
 import torch
+from bench_common import named_checkpoints
 
-from bcg_deploy.errors import BcgdError, run_script
+from bcg_deploy.errors import run_script
 from bcg_deploy.export import ExportConfig, export_policy
 from bcg_deploy.fileio import atomic_write_json
 from bcg_deploy.sim2sim import Sim2SimConfig, run_sim2sim
@@ -104,14 +105,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("bench/results/results_table.json"))
     args = ap.parse_args()
     torch.set_num_threads(1)
-    pairs = []
-    for item in args.checkpoints:
-        motion, sep, path = item.partition("=")
-        if not sep or not motion or not path:
-            raise BcgdError(f"{item!r}: expected motion=path/to/run.pt")
-        if not Path(path).is_file():  # every path before the first export, not minutes later
-            raise BcgdError(f"checkpoint {path} not found (for {motion})")
-        pairs.append((motion, Path(path)))
+    pairs = named_checkpoints(args.checkpoints)  # every path before the first export
     rows = {}
     with tempfile.TemporaryDirectory(prefix="bcgd_results_") as tmp:
         for motion, path in pairs:
