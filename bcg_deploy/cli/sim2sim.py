@@ -130,8 +130,9 @@ def sim2sim(
         )
     json_out(report.to_json(), json_path)
     out.print(report.table())
-    for note in report.settings["notes"]:
-        out.print(f"[dim]note: {note}[/]", highlight=False)
+    for note in [*report.settings["notes"], report.fall_starts()]:
+        if note:
+            out.print(f"[dim]note: {note}[/]", highlight=False)
     m, x = report.settings["mujoco"], report.extras
     out.print(
         f"MuJoCo {m['version']} {m['integrator']}/{m['solver']}/{m['cone']}, physics {cfg.physics_dt * 1e3:g} ms, "

@@ -381,19 +381,47 @@ class InitNoise:
     rot: tuple[float, float, float] = (0.1, 0.1, 0.2)
     joint: float = 0.1
 
+    def draw(self, rng: np.random.Generator, num_joints: int) -> InitDraw:
+        """One run's perturbation: root offset, then roll / pitch / yaw, then joint offsets (this order)."""
+        pos = rng.uniform(-1.0, 1.0, 3) * np.asarray(self.pos)
+        rpy = rng.uniform(-1.0, 1.0, 3) * np.asarray(self.rot)
+        joints = rng.uniform(-self.joint, self.joint, num_joints)
+        return InitDraw(pos, rpy, joints)
+
     def perturb(
         self, qpos: np.ndarray, qvel: np.ndarray, joint_range: np.ndarray, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray]:
         """Perturbed copies of a MuJoCo initial state (qpos [7 + J], qvel [6 + J])."""
+        return self.draw(rng, qpos.size - 7).apply(qpos, qvel, joint_range)
+
+
+@dataclass(frozen=True)
+class InitDraw:
+    """A drawn initial-state perturbation: ``pos`` (3,) m added to the root position (world frame),
+    ``rpy`` (3,) rad roll / pitch / yaw of the world-frame rotation Rz Ry Rx applied to the root
+    orientation, ``joints`` (J,) rad added to the joints before clipping to their range."""
+
+    pos: np.ndarray
+    rpy: np.ndarray
+    joints: np.ndarray
+
+    def apply(self, qpos: np.ndarray, qvel: np.ndarray, joint_range: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Perturbed copies of qpos [7 + J], qvel [6 + J]; the world angular velocity is kept."""
         q, v = qpos.copy(), qvel.copy()
-        q[:3] += rng.uniform(-1.0, 1.0, 3) * np.asarray(self.pos)
-        rpy = rng.uniform(-1.0, 1.0, 3) * np.asarray(self.rot)
-        joints = rng.uniform(-self.joint, self.joint, q.size - 7)
+        q[:3] += self.pos
         omega_w = quat.rotate(q[3:7], v[3:6])
-        q[3:7] = quat.normalize(quat.mul(quat.from_euler_zyx(*rpy), q[3:7]))
+        q[3:7] = quat.normalize(quat.mul(quat.from_euler_zyx(*self.rpy), q[3:7]))
         v[3:6] = quat.rotate(quat.conj(q[3:7]), omega_w)
-        q[7:] = np.clip(q[7:] + joints, joint_range[:, 0], joint_range[:, 1])
+        q[7:] = np.clip(q[7:] + self.joints, joint_range[:, 0], joint_range[:, 1])
         return q, v
+
+    def summary(self) -> dict:
+        """For the report: which start a run had (a run that falls can be told apart by its start)."""
+        return {
+            "root_offset_m": [float(x) for x in self.pos],
+            "root_roll_pitch_yaw_rad": [float(x) for x in self.rpy],
+            "joint_offset_max_abs_rad": float(np.max(np.abs(self.joints))) if self.joints.size else 0.0,
+        }
 
 
 def init_noise_from_metadata(meta: dict | None) -> tuple[InitNoise, str]:

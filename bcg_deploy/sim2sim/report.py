@@ -47,6 +47,18 @@ class Report:
             agg[key] = {"mean": mean, "std": std}
         return cls(settings, runs, agg)
 
+    def fall_starts(self) -> str | None:
+        """One line naming how each run that fell started (roll, pitch, yaw of its perturbed start, rad),
+        or None when none fell or the starts were not perturbed."""
+        fell = [r for r in self.runs if r.fell and r.initial_perturbation]
+        if not fell:
+            return None
+        starts = ", ".join(
+            f"{r.index} ({', '.join(f'{a:+.2f}' for a in r.initial_perturbation['root_roll_pitch_yaw_rad'])})"
+            for r in fell
+        )
+        return f"the runs that fell started rolled, pitched, yawed (rad): {starts}"
+
     def to_dict(self) -> dict:
         return _finite(
             {

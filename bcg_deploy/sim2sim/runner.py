@@ -120,6 +120,7 @@ class RunResult:
     foot_penetration_mm: float
     torque_saturation: float
     randomization: dict | None = None
+    initial_perturbation: dict | None = None  # InitDraw.summary(): the run's perturbed start
     pushes: int = 0
     wall_s: float = 0.0
     series: dict = field(default_factory=dict, repr=False)
@@ -452,8 +453,10 @@ def simulate_run(
         dr = apply_domain_randomization(m, setup.dr, rng["randomize"], joint_dofs(m))
     d = mujoco.MjData(m)
     qpos0, qvel0 = initial_state(ref, m.nq, m.nv)
+    start = None
     if setup.init_noise is not None:
-        qpos0, qvel0 = setup.init_noise.perturb(qpos0, qvel0, setup.spec.joint_range, rng["init"])
+        start = setup.init_noise.draw(rng["init"], m.nq - 7)
+        qpos0, qvel0 = start.apply(qpos0, qvel0, setup.spec.joint_range)
     d.qpos[:], d.qvel[:] = qpos0, qvel0
     mujoco.mj_forward(m, d)
 
@@ -543,12 +546,13 @@ def simulate_run(
                 break
     wall = time.perf_counter() - t0
     return _result(setup, cfg, run_index, m, k_done, fall_k, body_pos, joint_pos, root_pos, torque, lim,
-                   sphere_z, dr, len(pushes), wall)  # fmt: skip
+                   sphere_z, dr, start, len(pushes), wall)  # fmt: skip
 
 
 def _result(
-    setup, cfg, run_index, m, k_done, fall_k, body_pos, joint_pos, root_pos, torque, lim, sphere_z, dr, n_push, wall
-):
+    setup, cfg, run_index, m, k_done, fall_k, body_pos, joint_pos, root_pos, torque, lim, sphere_z, dr, start, n_push,
+    wall,
+):  # fmt: skip
     ref = setup.reference
     sl = slice(1, k_done + 1)
     bp, jp, rp = body_pos[:k_done], joint_pos[:k_done], root_pos[:k_done]
@@ -567,6 +571,7 @@ def _result(
         foot_penetration_mm=metrics.mean_penetration_mm(pen_sum, pen_n),
         torque_saturation=metrics.torque_saturation_fraction(torque[: k_done * setup.n_sub], lim),
         randomization=dr.summary() if setup.dr is not None else None,
+        initial_perturbation=start.summary() if start is not None else None,
         pushes=n_push,
         wall_s=wall,
         series={

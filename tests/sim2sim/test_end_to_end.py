@@ -69,6 +69,25 @@ def test_clean_runs_differ_by_their_seeded_initial_state(untrained_onnx):
     assert off.settings["init_noise"] is None and len({r.e_track_cm for r in off.runs}) == 1
 
 
+def test_each_run_reports_its_initial_perturbation(untrained_onnx):
+    """The report names each run's start (the draw of its own seeded stream), so a run that falls can be
+    told apart by how it started; a run without the perturbation reports none."""
+    from bcg_deploy.sim2sim.injection import InitNoise
+    from bcg_deploy.sim2sim.runner import run_streams
+
+    base = dict(runs=2, max_duration_s=0.1, stop_on_fall=False, jobs=1)
+    runs = json.loads(run_sim2sim(untrained_onnx, Sim2SimConfig(seed=5, **base)).to_json())["runs"]
+    for r in runs:
+        want = InitNoise().draw(run_streams(5, r["index"])["init"], 29)
+        got = r["initial_perturbation"]
+        np.testing.assert_array_equal(got["root_offset_m"], want.pos)
+        np.testing.assert_array_equal(got["root_roll_pitch_yaw_rad"], want.rpy)
+        assert got["joint_offset_max_abs_rad"] == np.max(np.abs(want.joints)) <= 0.1
+    assert runs[0]["initial_perturbation"] != runs[1]["initial_perturbation"]
+    off = run_sim2sim(untrained_onnx, Sim2SimConfig(seed=5, init_noise=False, **base))
+    assert all(r.initial_perturbation is None for r in off.runs)
+
+
 def test_initial_perturbation_is_training_reset_noise():
     """The same maths as training's reset: position offset, world-frame RPY rotation (Rz Ry Rx) applied
     before the reference orientation, world angular velocity kept, joints clipped to their range."""

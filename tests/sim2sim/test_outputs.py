@@ -117,3 +117,17 @@ def test_viewer_without_display_is_a_one_line_error(monkeypatch):
     with pytest.raises(BcgdError, match="needs a display") as exc:
         ViewerHook(0.02)
     assert "\n" not in str(exc.value)
+
+
+def test_fall_starts_names_how_the_falling_runs_started():
+    from bcg_deploy.sim2sim.runner import RunResult
+
+    def run(i, fell, rpy):
+        start = {"root_offset_m": [0.0] * 3, "root_roll_pitch_yaw_rad": rpy, "joint_offset_max_abs_rad": 0.1}
+        return RunResult(i, [0, i], fell, 1.2 if fell else None, 60, 1.2, 20.0, 0.3, 15.0, 1.6, 0.0,
+                         initial_perturbation=start if rpy else None)  # fmt: skip
+
+    rep = Report.build({}, [run(0, False, [0.01, 0.0, 0.0]), run(1, True, [0.061, -0.047, 0.188])])
+    assert rep.fall_starts() == "the runs that fell started rolled, pitched, yawed (rad): 1 (+0.06, -0.05, +0.19)"
+    assert Report.build({}, [run(0, False, [0.01, 0.0, 0.0])]).fall_starts() is None
+    assert Report.build({}, [run(0, True, None)]).fall_starts() is None  # --no-init-noise: nothing to name
