@@ -255,6 +255,13 @@ def train_cmd(
     save_every: int | None = typer.Option(
         None, "--save-every", help="Write run.pt every K iterations.", show_default="50"
     ),
+    keep_every: int | None = typer.Option(
+        None,
+        "--keep-every",
+        help="Also keep run.pt as snapshots/run_<iteration>.pt every K iterations (one schedule, evaluated "
+        "along the way; runner.keep_every).",
+        show_default="0: none",
+    ),
     resume: Path | None = typer.Option(None, "--resume", help="Continue a run from its run.pt."),
     lr_schedule: str = typer.Option("continue", "--lr-schedule", help=LR_SCHEDULE_HELP),
     log_every: int = typer.Option(
@@ -329,6 +336,10 @@ def train_cmd(
            "sigma_v": sigma_v, "tau": tau, "max_dq": max_dq, "max_dqd": max_dqd}  # fmt: skip
     if obs is not None:
         overrides = [*overrides, f"env.obs_profile={obs}"]
+    if keep_every is not None:
+        if keep_every < 0:
+            raise BcgdError(f"--keep-every {keep_every}: expected a number of iterations >= 0 (0: keep no snapshots)")
+        overrides = [*overrides, f"runner.keep_every={keep_every}"]
     notes: list[str] = []
     cfg = build_config(task, motion, start, duration, envs, iterations, horizon, device, kappa, seed, out,
                        save_every, overrides, resume, bcg, algo, force, lr_schedule, notes)  # fmt: skip

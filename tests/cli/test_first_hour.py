@@ -70,8 +70,10 @@ def test_resume_continues_the_learning_rate_decay_and_logs_lines(home):
     """Stopped at 2 of 4 iterations, resumed to 6: the rate goes on down from where it was (no jump back
     up), the config records the line, and a piped run prints one line every --log-every iterations."""
     cwd, env = home
-    first = bcgd("train", "dance", "--iterations", "4", "--set", "runner.stop_at=2", *TINY, cwd=cwd, env=env)
+    first = bcgd("train", "dance", "--iterations", "4", "--keep-every", "2", "--set", "runner.stop_at=2", *TINY,
+                 cwd=cwd, env=env)  # fmt: skip
     assert first.returncode == 0, first.stderr[-3000:]
+    assert (cwd / "runs" / "dance" / "snapshots" / "run_000002.pt").is_file()  # --keep-every 2
     res = bcgd("train", "--resume", "run.pt", "--iterations", "6", "--log-every", "2", cwd=cwd, env=env)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "learning rate: the decay continues from the current actor rate" in res.stdout
