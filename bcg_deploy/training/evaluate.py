@@ -148,24 +148,52 @@ def failure_map(
 
     One env starts at each multiple of ``every_s`` seconds of the clip (the last start at least one control
     step before its end), from the reference state (with the reset noise unless ``nominal``, which also
-    turns domain randomisation and pushes off); deterministic actions, no observation noise; each env
-    runs until its first episode ends.
+    turns domain randomisation and pushes off); see :func:`first_episodes` for the rows."""
+    dt = cfg.sim.physics_dt * cfg.sim.substeps
+    every = max(int(round(every_s / dt)), 1)
+    starts = torch.arange(0, motion.num_frames - 1, every)
+    return first_episodes(cfg, motion, actor, obs_normalizer, starts, nominal=nominal, stray=stray, seed=seed,
+                          device=device)  # fmt: skip
+
+
+@torch.no_grad()
+def first_episodes(
+    cfg: TrainConfig,
+    motion: Motion,
+    actor: Actor,
+    obs_normalizer: RunningNormalizer | None,
+    start_frames: torch.Tensor,
+    start_noise: dict[str, torch.Tensor] | None = None,
+    nominal: bool = True,
+    stray: bool = False,
+    seed: int = 1234,
+    device: str | torch.device | None = None,
+) -> list[dict]:
+    """The first episode of one env per start frame ``start_frames`` [n], in the training simulator.
+
+    Each env starts from the reference state at its frame (with the reset noise unless ``nominal``, which also
+    turns domain randomisation and pushes off), or, given ``start_noise`` (``pos`` [n, 3] m, ``rpy`` [n, 3]
+    rad, ``joints`` [n, J] rad: the offsets of ``domain_rand.sample_reset_noise``, e.g. sim2sim's perturbed
+    starts), from the reference state plus exactly those offsets. Deterministic actions, no observation
+    noise; each env runs until its first episode ends.
     ``stray``: keep ``env.max_tracking_error`` (else only falls, divergence and the clip's end end an
     episode). Returns one row per start: ``start_s`` and ``end_s`` (s from the clip's start), ``survived_s``,
     ``end`` (one of ``END_REASONS``) and ``tracking_error_cm`` (mean per-body error over the episode)."""
     dt = cfg.sim.physics_dt * cfg.sim.substeps
-    every = max(int(round(every_s / dt)), 1)
-    n = len(range(0, motion.num_frames - 1, every))
+    n = len(start_frames)
     cfg = _evaluation_cfg(cfg, n, nominal)
     if not stray:
         cfg.env.max_tracking_error = None
     dev = resolve_device(cfg.runner.device if device is None else device)
     actor, obs_normalizer = _on(actor, dev), _on(obs_normalizer, dev)
-    starts = torch.arange(0, motion.num_frames - 1, every, device=dev)
+    starts = torch.as_tensor(start_frames, dtype=torch.long, device=dev)
     with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
         torch.manual_seed(seed)
         env = ImitationEnv(cfg, training_robot(cfg), motion, device=dev, rng=EnvRandom(seed, [n], device=dev))
         obs = env.reset(start_frames=starts)
+        if start_noise is not None:
+            env.q, env.qd = env.reference_state(starts, {k: v.to(dev) for k, v in start_noise.items()})
+            obs = env.observe()
         end = torch.full((n,), -1, dtype=torch.long, device=dev)
         reason = torch.full((n,), END_REASONS.index("running"), dtype=torch.long, device=dev)
         err_sum = torch.zeros(n, dtype=torch.float64, device=dev)

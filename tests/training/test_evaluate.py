@@ -85,3 +85,34 @@ def test_failure_map_runs_one_env_from_each_phase_to_its_first_end(tiny_motion):
     assert ref["episodes_ended"] == 1 and ref["episode_length"] == steps
     assert ref["falls"] == (rows[0]["end"] == "fall")
     assert ref["tracking_error_cm"] == pytest.approx(rows[0]["tracking_error_cm"], rel=1e-6)
+
+
+def test_first_episodes_start_from_exactly_the_given_offsets(tiny_motion):
+    """sim2sim's perturbed start (``InitDraw.apply`` to the reference state) and the training simulator's
+    (``reference_state`` with the same offsets) are one state; zero offsets are the nominal failure map."""
+    import numpy as np
+
+    from bcg_deploy.sim2sim.injection import InitNoise
+    from bcg_deploy.training.config import training_robot
+    from bcg_deploy.training.env import ImitationEnv
+
+    cfg = tiny_cfg("env.fall_height=0.6")
+    env = ImitationEnv(cfg, training_robot(cfg), tiny_motion)
+    frames = torch.tensor([0, 3])
+    draws = [InitNoise().draw(np.random.default_rng(s), env.num_actions) for s in (7, 8)]
+    noise = {k: torch.as_tensor(np.stack([getattr(d, k) for d in draws])) for k in ("pos", "rpy", "joints")}
+    q0, qd0 = env.reference_state(frames)
+    q, qd = env.reference_state(frames, noise)
+    limits = torch.stack([env.joint_lo, env.joint_hi], dim=-1).double().numpy()
+    for i, d in enumerate(draws):
+        want_q, want_qd = d.apply(q0[i].double().numpy(), qd0[i].double().numpy(), limits)
+        np.testing.assert_allclose(q[i].double().numpy(), want_q, atol=2e-6)
+        np.testing.assert_allclose(qd[i].double().numpy(), want_qd, atol=2e-5)
+    assert not torch.allclose(q, q0)
+
+    actor, norm = _policy(cfg)
+    zero = {k: torch.zeros_like(v) for k, v in noise.items()}
+    rows = ev.first_episodes(cfg, tiny_motion, actor, norm, torch.tensor([0, 10]), start_noise=zero)
+    assert rows == [r for r in ev.failure_map(cfg, tiny_motion, actor, norm, every_s=0.2) if r["start_s"] in (0.0, 0.2)]
+    moved = ev.first_episodes(cfg, tiny_motion, actor, norm, torch.tensor([0, 10]), start_noise=noise)
+    assert [r["tracking_error_cm"] for r in moved] != [r["tracking_error_cm"] for r in rows]
