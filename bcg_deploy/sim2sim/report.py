@@ -49,9 +49,9 @@ class Report:
 
     def fall_starts(self) -> str | None:
         """One line naming how each run that fell started (roll, pitch, yaw of its perturbed start, rad),
-        or None when none fell or the starts were not perturbed."""
+        or None when none or every run fell (the starts then tell nothing apart) or they were not perturbed."""
         fell = [r for r in self.runs if r.fell and r.initial_perturbation]
-        if not fell:
+        if not fell or len(fell) == len(self.runs):
             return None
         starts = ", ".join(
             f"{r.index} ({', '.join(f'{a:+.2f}' for a in r.initial_perturbation['root_roll_pitch_yaw_rad'])})"

@@ -130,4 +130,5 @@ def test_fall_starts_names_how_the_falling_runs_started():
     rep = Report.build({}, [run(0, False, [0.01, 0.0, 0.0]), run(1, True, [0.061, -0.047, 0.188])])
     assert rep.fall_starts() == "the runs that fell started rolled, pitched, yawed (rad): 1 (+0.06, -0.05, +0.19)"
     assert Report.build({}, [run(0, False, [0.01, 0.0, 0.0])]).fall_starts() is None
-    assert Report.build({}, [run(0, True, None)]).fall_starts() is None  # --no-init-noise: nothing to name
+    assert Report.build({}, [run(0, True, None), run(1, False, None)]).fall_starts() is None  # --no-init-noise
+    assert Report.build({}, [run(0, True, [0.01, 0.0, 0.0]), run(1, True, [0.0, 0.02, 0.0])]).fall_starts() is None
