@@ -25,24 +25,19 @@ from bcg_deploy.errors import run_script
 from bcg_deploy.export import ExportConfig, export_policy
 from bcg_deploy.fileio import atomic_write_json
 from bcg_deploy.sim2sim import Sim2SimConfig, run_sim2sim
-from bcg_deploy.sim2sim.injection import InitNoise
-from bcg_deploy.sim2sim.runner import run_streams
+from bcg_deploy.sim2sim.runner import prepare, run_streams
 from bcg_deploy.training.evaluate import first_episodes, load_policy
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def sim2sim_starts(init_noise: dict, seed: int, runs: int, num_joints: int) -> list:
-    """The perturbations ``bcgd sim2sim --seed SEED`` draws for its runs 0..runs-1 (``InitDraw`` each)."""
-    noise = InitNoise(tuple(init_noise["pos"]), tuple(init_noise["rot"]), float(init_noise["joint"]))
-    return [noise.draw(run_streams(seed, i)["init"], num_joints) for i in range(runs)]
-
-
 def check(name: str, path: Path, runs: int, seed: int, tmp: Path) -> dict:
     cfg, motion, actor, norm, iteration = load_policy(path)
     exported = export_policy(ExportConfig(checkpoint=path, output=tmp / f"{name}.onnx"))
-    report = run_sim2sim(exported.path, Sim2SimConfig(runs=runs, seed=seed))
-    starts = sim2sim_starts(report.settings["init_noise"], seed, runs, actor.act_dim)
+    sim_cfg = Sim2SimConfig(runs=runs, seed=seed)
+    setup = prepare(exported.path, sim_cfg)  # its init_noise: the amplitudes sim2sim read from the ONNX
+    report = run_sim2sim(exported.path, sim_cfg, setup=setup)
+    starts = [setup.init_noise.draw(run_streams(seed, i)["init"], setup.spec.num_joints) for i in range(runs)]
     for r, s in zip(report.runs, starts, strict=True):  # the draws re-made here are the runs' own
         assert r.initial_perturbation == s.summary(), (r.index, r.initial_perturbation, s.summary())
     noise = {k: torch.as_tensor(np.stack([getattr(s, k) for s in starts])) for k in ("pos", "rpy", "joints")}
