@@ -37,6 +37,7 @@ from bcg_deploy.sim2sim.injection import (
     ActionDelayLine,
     DomainRandomization,
     DrSample,
+    InitDraw,
     InitNoise,
     LatencySampler,
     PushConfig,
@@ -482,16 +483,10 @@ def simulate_run(
     a, b = np.zeros(j), np.zeros(j)
 
     bids = setup.body_ids if setup.body_ids is not None else np.arange(1, m.nbody)
-    body_pos = np.zeros((num_k, bids.size, 3))
-    joint_pos = np.zeros((num_k, j))
-    root_pos = np.zeros((num_k, 3))
-    torque = np.zeros((num_steps, j))
     feet = foot_geoms(m)
-    sphere_z = np.zeros((num_steps, feet.size))  # foot contact sphere centre heights (m), per physics step
+    tr = _Trace.empty(num_k, n_sub, bids.size, j, feet.size)
     geom_z = d.geom_xpos[:, 2]
-    fall_k = None
     t0 = time.perf_counter()
-    k_done = 0
     for k in range(num_k):
         i0 = k * n_sub
         # --- sense and act
@@ -526,38 +521,57 @@ def simulate_run(
             np.minimum(a, lim, out=a)
             np.maximum(a, nlim, out=ctrl)
             mujoco.mj_step(m, d)
-            torque[i] = ctrl
-            sphere_z[i] = geom_z[feet]  # the state this step's contacts were found in
+            tr.torque[i] = ctrl
+            tr.sphere_z[i] = geom_z[feet]  # the state this step's contacts were found in
             if on_physics_step is not None:
                 on_physics_step(i, delay.current, d)
         # --- record against reference frame k + 1
         if pin_qpos is not None:  # the pinned base sits exactly on reference frame k + 1
             d.qpos[:7], d.qvel[:6] = pin_qpos[i0 + n_sub], pin_qvel[i0 + n_sub]
         mujoco.mj_kinematics(m, d)
-        body_pos[k] = d.xpos[bids]
-        joint_pos[k] = qj
-        root_pos[k] = d.qpos[:3]
-        k_done = k + 1
+        tr.record(k, d.xpos[bids], qj, d.qpos[:3])
         if on_control_step is not None:
             on_control_step(k, m, d)
-        if d.qpos[2] < cfg.fall_height and fall_k is None:
-            fall_k = k
+        if d.qpos[2] < cfg.fall_height and tr.fall_k is None:
+            tr.fall_k = k
             if cfg.stop_on_fall:
                 break
-    wall = time.perf_counter() - t0
-    return _result(setup, cfg, run_index, m, k_done, fall_k, body_pos, joint_pos, root_pos, torque, lim,
-                   sphere_z, dr, start, len(pushes), wall)  # fmt: skip
+    tr.wall_s = time.perf_counter() - t0
+    return _result(setup, cfg, run_index, m, tr, dr, start, len(pushes))
+
+
+@dataclass
+class _Trace:
+    """What one run measured: per control step k (against reference frame k + 1) and per physics step."""
+
+    body_pos: np.ndarray  # (K, B, 3) world positions of the tracked bodies (m)
+    joint_pos: np.ndarray  # (K, J) rad
+    root_pos: np.ndarray  # (K, 3) world root (pelvis) position (m)
+    torque: np.ndarray  # (K * n_sub, J) applied joint torques (N m), per physics step
+    sphere_z: np.ndarray  # (K * n_sub, F) foot contact sphere centre heights (m), per physics step
+    steps: int = 0  # control steps done
+    fall_k: int | None = None  # control step at which the root fell below the fall height
+    wall_s: float = 0.0
+
+    @classmethod
+    def empty(cls, num_k: int, n_sub: int, num_bodies: int, num_joints: int, num_feet: int) -> _Trace:
+        return cls(np.zeros((num_k, num_bodies, 3)), np.zeros((num_k, num_joints)), np.zeros((num_k, 3)),
+                   np.zeros((num_k * n_sub, num_joints)), np.zeros((num_k * n_sub, num_feet)))  # fmt: skip
+
+    def record(self, k: int, body_pos: np.ndarray, joint_pos: np.ndarray, root_pos: np.ndarray) -> None:
+        self.body_pos[k], self.joint_pos[k], self.root_pos[k] = body_pos, joint_pos, root_pos
+        self.steps = k + 1
 
 
 def _result(
-    setup, cfg, run_index, m, k_done, fall_k, body_pos, joint_pos, root_pos, torque, lim, sphere_z, dr, start, n_push,
-    wall,
-):  # fmt: skip
-    ref = setup.reference
+    setup: Sim2SimSetup, cfg: Sim2SimConfig, run_index: int, m: mujoco.MjModel, tr: _Trace, dr: DrSample,
+    start: InitDraw | None, n_push: int,
+) -> RunResult:  # fmt: skip
+    ref, k_done, fall_k = setup.reference, tr.steps, tr.fall_k
     sl = slice(1, k_done + 1)
-    bp, jp, rp = body_pos[:k_done], joint_pos[:k_done], root_pos[:k_done]
+    bp, jp, rp = tr.body_pos[:k_done], tr.joint_pos[:k_done], tr.root_pos[:k_done]
     radius = m.geom_size[foot_geoms(m), 0]
-    pen_sum, pen_n = metrics.sphere_floor_penetration(sphere_z[: k_done * setup.n_sub], radius)
+    pen_sum, pen_n = metrics.sphere_floor_penetration(tr.sphere_z[: k_done * setup.n_sub], radius)
     return RunResult(
         index=run_index,
         seed=[int(cfg.seed), int(run_index)],
@@ -569,11 +583,11 @@ def _result(
         joint_rmse_rad=metrics.joint_rmse(jp, ref.joint_pos[sl]),
         root_pos_err_cm=metrics.root_position_error_cm(rp, ref.root_pos[sl]),
         foot_penetration_mm=metrics.mean_penetration_mm(pen_sum, pen_n),
-        torque_saturation=metrics.torque_saturation_fraction(torque[: k_done * setup.n_sub], lim),
+        torque_saturation=metrics.torque_saturation_fraction(tr.torque[: k_done * setup.n_sub], setup.effort_limit),
         randomization=dr.summary() if setup.dr is not None else None,
         initial_perturbation=start.summary() if start is not None else None,
         pushes=n_push,
-        wall_s=wall,
+        wall_s=tr.wall_s,
         series={
             "t": np.arange(1, k_done + 1) * setup.control_dt,
             "body_err_cm": 100 * metrics.body_position_error_series(bp, ref.body_pos_w[sl]),
