@@ -8,7 +8,14 @@ training simulator too (``training.evaluate.first_episodes``: nominal parameters
 noise, no stray termination, deterministic actions). Printed per run: its start, and whether and when it
 fell in each simulator. Writes ``bench/results/start_check.json``.
 
+``--trace RUN`` follows one of those starts control step by control step in both simulators (the policy
+driving each, from the same state): the base roll and pitch (rad, world frame), and per foot the normal
+contact force (N, the largest over the control step's physics steps, summed over the foot's contact
+spheres) and, in the training simulator, the deepest sphere's penetration (mm). That is where the two
+simulators part, and what the feet carry when they do.
+
     python bench/start_check.py fight=runs/s17/fight_3000/run.pt --runs 20
+    python bench/start_check.py fight=runs/s17/fight_3000/run.pt --runs 20 --trace 3
 """
 
 from __future__ import annotations
@@ -17,21 +24,76 @@ import argparse
 import tempfile
 from pathlib import Path
 
+import mujoco
 import numpy as np
 import torch
 from bench_common import named_checkpoints
 
-from bcg_deploy.errors import run_script
+from bcg_deploy.errors import BcgdError, run_script
 from bcg_deploy.export import ExportConfig, export_policy
 from bcg_deploy.fileio import atomic_write_json
+from bcg_deploy.motions import quat
 from bcg_deploy.sim2sim import Sim2SimConfig, run_sim2sim
-from bcg_deploy.sim2sim.runner import prepare, run_streams
+from bcg_deploy.sim2sim.runner import Sim2SimSetup, prepare, run_streams, simulate_run
 from bcg_deploy.training.evaluate import first_episodes, load_policy
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def check(name: str, path: Path, runs: int, seed: int, tmp: Path) -> dict:
+def roll_pitch(q: np.ndarray) -> tuple[float, float]:
+    """Roll and pitch (rad) of a base quaternion (w x y z), ZYX Euler angles in the world frame."""
+    r = quat.to_matrix(np.asarray(q, dtype=np.float64))
+    return float(np.arctan2(r[2, 1], r[2, 2])), float(-np.arcsin(np.clip(r[2, 0], -1.0, 1.0)))
+
+
+def mujoco_trace(setup: Sim2SimSetup, sim_cfg: Sim2SimConfig, run: int) -> list[dict]:
+    """Per control step of MuJoCo run ``run``: base roll / pitch and each foot's normal contact force."""
+    m = setup.model
+    feet = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, b) for b in setup.spec.foot_bodies]
+    floor = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "floor")
+    rows: list[dict] = []
+    force = np.zeros(len(feet))
+    f6 = np.zeros(6)
+
+    def physics(i: int, target: np.ndarray, d: mujoco.MjData) -> None:
+        per_foot = np.zeros(len(feet))
+        for c in range(d.ncon):
+            con = d.contact[c]
+            if floor not in (con.geom1, con.geom2):
+                continue
+            body = m.geom_bodyid[con.geom2 if con.geom1 == floor else con.geom1]
+            if body in feet:
+                mujoco.mj_contactForce(m, d, c, f6)
+                per_foot[feet.index(body)] += f6[0]  # the normal component (contact frame)
+        np.maximum(force, per_foot, out=force)
+
+    def control(k: int, m_: mujoco.MjModel, d: mujoco.MjData) -> None:
+        r, p = roll_pitch(d.qpos[3:7])
+        rows.append({"roll": r, "pitch": p, "foot_force_n": force.tolist()})
+        force[:] = 0.0
+
+    simulate_run(setup, sim_cfg, run, on_control_step=control, on_physics_step=physics)
+    return rows
+
+
+def training_trace(cfg, motion, actor, norm, start) -> list[dict]:
+    """The same per-step series in the training simulator, from the same perturbed start, until its first
+    episode ends (the step that ends it has no pose: its row is already reset)."""
+    rows: list[dict] = []
+
+    def step(env, out) -> None:
+        if rows and rows[-1]["roll"] is None:
+            return
+        ended = bool(out.done[0])
+        r, p = (None, None) if ended else roll_pitch(env.q[0, 3:7].double().cpu().numpy())
+        rows.append({"roll": r, "pitch": p, "foot_force_n": out.info["foot_force"][0].double().tolist()})
+
+    noise = {k: torch.as_tensor(getattr(start, k))[None] for k in ("pos", "rpy", "joints")}
+    first_episodes(cfg, motion, actor, norm, torch.zeros(1, dtype=torch.long), start_noise=noise, on_step=step)
+    return rows
+
+
+def check(name: str, path: Path, runs: int, seed: int, tmp: Path, trace: int | None = None) -> dict:
     cfg, motion, actor, norm, iteration = load_policy(path)
     exported = export_policy(ExportConfig(checkpoint=path, output=tmp / f"{name}.onnx"))
     sim_cfg = Sim2SimConfig(runs=runs, seed=seed)
@@ -52,9 +114,14 @@ def check(name: str, path: Path, runs: int, seed: int, tmp: Path) -> dict:
                              "tracking_error_cm": t["tracking_error_cm"]},
         })  # fmt: skip
     both = sum(o["mujoco"]["fell"] and o["training_sim"]["fell"] for o in out)
+    traced = None
+    if trace is not None:
+        traced = {"run": trace, "mujoco": mujoco_trace(setup, sim_cfg, trace),
+                  "training_sim": training_trace(cfg, motion, actor, norm, starts[trace])}  # fmt: skip
     return {
         "path": str(path),
         "iteration": iteration,
+        "control_dt": setup.control_dt,
         "clip": motion.name,
         "runs": runs,
         "seed": seed,
@@ -62,7 +129,26 @@ def check(name: str, path: Path, runs: int, seed: int, tmp: Path) -> dict:
         "training_sim_falls": sum(o["training_sim"]["fell"] for o in out),
         "falls_in_both": both,
         "rows": out,
+        "trace": traced,
     }
+
+
+def print_trace(trace: dict, dt: float) -> None:
+    """The trace as a table, up to 10 control steps past the simulator whose run ends first."""
+    mj, tr = trace["mujoco"], trace["training_sim"]
+    print(f"run {trace['run']} step by step: MuJoCo / training simulator")
+    print("  t (s) |  roll (rad)   |  pitch (rad)  | left foot Fz (N) | right foot Fz (N)")
+
+    def cell(rows: list[dict], k: int, key: str, i: int | None = None) -> str:
+        v = rows[k][key] if k < len(rows) else None
+        v = v if i is None or v is None else v[i]
+        return "     -" if v is None else f"{v:+6.3f}" if i is None else f"{v:6.0f}"
+
+    for k in range(min(max(len(mj), len(tr)), min(len(mj), len(tr)) + 10)):
+        left = f"{cell(mj, k, 'foot_force_n', 0)} {cell(tr, k, 'foot_force_n', 0)}"
+        right = f"{cell(mj, k, 'foot_force_n', 1)} {cell(tr, k, 'foot_force_n', 1)}"
+        print(f"  {(k + 1) * dt:5.2f} | {cell(mj, k, 'roll')} {cell(tr, k, 'roll')} | "
+              f"{cell(mj, k, 'pitch')} {cell(tr, k, 'pitch')} | {left}    | {right}")  # fmt: skip
 
 
 def main() -> None:
@@ -70,12 +156,15 @@ def main() -> None:
     ap.add_argument("runs", nargs="+", help="NAME=path/to/run.pt")
     ap.add_argument("--runs", dest="num_runs", type=int, default=20, help="seeded MuJoCo runs (sim2sim --runs)")
     ap.add_argument("--seed", type=int, default=0, help="sim2sim --seed")
+    ap.add_argument("--trace", type=int, default=None, metavar="RUN", help="follow run RUN step by step")
     ap.add_argument("--out", type=Path, default=RESULTS / "start_check.json")
     args = ap.parse_args()
     out: dict = {"runs": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for name, path in named_checkpoints(args.runs):  # every path checked before the first export
-            res = check(name, path, args.num_runs, args.seed, Path(tmp))
+            if args.trace is not None and not 0 <= args.trace < args.num_runs:
+                raise BcgdError(f"--trace {args.trace}: expected a run index in [0, {args.num_runs})")
+            res = check(name, path, args.num_runs, args.seed, Path(tmp), args.trace)
             out["runs"][name] = res
             print(f"{name} ({path}, iteration {res['iteration']}, clip {res['clip']})")
             for o in res["rows"]:
@@ -87,6 +176,8 @@ def main() -> None:
             print(f"{name}.mujoco_falls: {res['mujoco_falls']}/{res['runs']}")
             print(f"{name}.training_sim_falls: {res['training_sim_falls']}/{res['runs']}")
             print(f"{name}.falls_in_both: {res['falls_in_both']}")
+            if res["trace"] is not None:
+                print_trace(res["trace"], res["control_dt"])
     atomic_write_json(args.out, out)
     print(f"wrote {args.out}")
 

@@ -14,6 +14,7 @@ too: the training-simulator side of the paper's Delta d.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -22,7 +23,7 @@ from bcg_deploy.motions.motion import Motion
 from bcg_deploy.training import checkpoint as ckpt_io
 from bcg_deploy.training.config import TrainConfig, from_dict, training_robot
 from bcg_deploy.training.device import resolve_device
-from bcg_deploy.training.env import ImitationEnv
+from bcg_deploy.training.env import ImitationEnv, StepOut
 from bcg_deploy.training.networks import Actor
 from bcg_deploy.training.normalizer import RunningNormalizer
 from bcg_deploy.training.rng import EnvRandom
@@ -168,6 +169,7 @@ def first_episodes(
     stray: bool = False,
     seed: int = 1234,
     device: str | torch.device | None = None,
+    on_step: Callable[[ImitationEnv, StepOut], None] | None = None,
 ) -> list[dict]:
     """The first episode of one env per start frame ``start_frames`` [n], in the training simulator.
 
@@ -178,7 +180,9 @@ def first_episodes(
     noise; each env runs until its first episode ends.
     ``stray``: keep ``env.max_tracking_error`` (else only falls, divergence and the clip's end end an
     episode). Returns one row per start: ``start_s`` and ``end_s`` (s from the clip's start), ``survived_s``,
-    ``end`` (one of ``END_REASONS``) and ``tracking_error_cm`` (mean per-body error over the episode)."""
+    ``end`` (one of ``END_REASONS``) and ``tracking_error_cm`` (mean per-body error over the episode).
+    ``on_step(env, out)`` is called after every control step (rows whose episode ended there are already
+    reset in ``env.q``)."""
     dt = cfg.sim.physics_dt * cfg.sim.substeps
     n = len(start_frames)
     cfg = _evaluation_cfg(cfg, n, nominal)
@@ -202,6 +206,8 @@ def first_episodes(
             x = obs_normalizer(obs) if obs_normalizer is not None else obs
             frame = env.frame
             out = env.step(actor(x.to(actor_dtype), deterministic=True).to(env.dtype))
+            if on_step is not None:
+                on_step(env, out)
             live = end < 0
             e = out.info["tracking_error"]
             err_sum += torch.where(live & torch.isfinite(e), e, torch.zeros_like(e)).double()

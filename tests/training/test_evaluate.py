@@ -116,3 +116,18 @@ def test_first_episodes_start_from_exactly_the_given_offsets(tiny_motion):
     assert rows == [r for r in ev.failure_map(cfg, tiny_motion, actor, norm, every_s=0.2) if r["start_s"] in (0.0, 0.2)]
     moved = ev.first_episodes(cfg, tiny_motion, actor, norm, torch.tensor([0, 10]), start_noise=noise)
     assert [r["tracking_error_cm"] for r in moved] != [r["tracking_error_cm"] for r in rows]
+
+
+def test_first_episodes_calls_on_step_after_every_control_step(tiny_motion):
+    """``on_step(env, out)`` sees every control step until the last episode ends, and each env's episode
+    ends (``out.done``) exactly at the step its row reports."""
+    cfg = tiny_cfg("env.fall_height=0.6")
+    actor, norm = _policy(cfg)
+    done = []
+    rows = ev.first_episodes(cfg, tiny_motion, actor, norm, torch.tensor([0, 10]),
+                             on_step=lambda env, out: done.append(out.done.clone()))  # fmt: skip
+    dt = cfg.sim.physics_dt * cfg.sim.substeps
+    lengths = [round((r["end_s"] - r["start_s"]) / dt) for r in rows]
+    assert len(done) == max(lengths)
+    for i, n in enumerate(lengths):
+        assert bool(done[n - 1][i]) and not any(bool(d[i]) for d in done[: n - 1])
