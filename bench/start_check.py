@@ -11,8 +11,7 @@ fell in each simulator. Writes ``bench/results/start_check.json``.
 ``--trace RUN`` follows one of those starts control step by control step in both simulators (the policy
 driving each, from the same state): the base roll and pitch (rad, world frame), and per foot the normal
 contact force (N, the largest over the control step's physics steps, summed over the foot's contact
-spheres) and, in the training simulator, the deepest sphere's penetration (mm). That is where the two
-simulators part, and what the feet carry when they do.
+spheres): where the two simulators part, and what the feet carry when they do.
 
     python bench/start_check.py fight=runs/s17/fight_3000/run.pt --runs 20
     python bench/start_check.py fight=runs/s17/fight_3000/run.pt --runs 20 --trace 3
@@ -159,11 +158,11 @@ def main() -> None:
     ap.add_argument("--trace", type=int, default=None, metavar="RUN", help="follow run RUN step by step")
     ap.add_argument("--out", type=Path, default=RESULTS / "start_check.json")
     args = ap.parse_args()
+    if args.trace is not None and not 0 <= args.trace < args.num_runs:
+        raise BcgdError(f"--trace {args.trace}: expected a run index in [0, {args.num_runs})")
     out: dict = {"runs": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for name, path in named_checkpoints(args.runs):  # every path checked before the first export
-            if args.trace is not None and not 0 <= args.trace < args.num_runs:
-                raise BcgdError(f"--trace {args.trace}: expected a run index in [0, {args.num_runs})")
             res = check(name, path, args.num_runs, args.seed, Path(tmp), args.trace)
             out["runs"][name] = res
             print(f"{name} ({path}, iteration {res['iteration']}, clip {res['clip']})")
