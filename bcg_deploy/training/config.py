@@ -103,6 +103,10 @@ class EnvCfg:
     """Share of the uniform distribution in the mix (keeps every bin visited)."""
     adaptive_alpha: float = 0.1
     """Weight of one iteration's failures in their exponential average."""
+    first_frame_share: float = 0.0
+    """Share of the random-phase resets that start at the clip's first frame instead (still with the reset
+    noise): every MuJoCo evaluation starts there, perturbed, and neither uniform nor adaptive phases visit it
+    (D19, D22). 0 draws nothing more, so the random streams stay as they were."""
     action_rate_weight: float = -0.8
     """Weight of the action-rate penalty mean_j (a_t - a_{t-1})_j^2 (Decision: mean over joints)."""
     max_abs_qd: float = 100.0
@@ -378,6 +382,7 @@ class TrainConfig:
             (0 < self.env.adaptive_decay <= 1, "env.adaptive_decay must be in (0, 1]"),
             (0 <= self.env.adaptive_uniform <= 1, "env.adaptive_uniform must be in [0, 1]"),
             (0 < self.env.adaptive_alpha <= 1, "env.adaptive_alpha must be in (0, 1]"),
+            (0 <= self.env.first_frame_share <= 1, "env.first_frame_share must be in [0, 1]"),
         ]
         if self.algo == "ppo":
             p = self.ppo

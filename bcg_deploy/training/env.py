@@ -257,8 +257,13 @@ class ImitationEnv:
         if not self.cfg.env.random_start:
             return torch.zeros(draw.n, dtype=torch.long, device=self.device)
         if self.start_sampler is not None:
-            return self.start_sampler.sample(draw)
-        return draw.randint(0, self.num_frames - 2)
+            frames = self.start_sampler.sample(draw)
+        else:
+            frames = draw.randint(0, self.num_frames - 2)
+        share = self.cfg.env.first_frame_share
+        if share > 0:  # drawn after the phases, so share 0 leaves every stream as it was
+            frames = torch.where(draw.rand() < share, torch.zeros_like(frames), frames)
+        return frames
 
     def reset(self, start_frames: torch.Tensor | None = None) -> torch.Tensor:
         """Reset every env at a random phase, or at ``start_frames`` [E] (frame indices, for diagnostics:

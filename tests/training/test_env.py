@@ -213,3 +213,35 @@ def test_reset_start_frames_must_fit_the_clip(env):
         env.reset(start_frames=torch.tensor([0, 1]))
     with pytest.raises(ValueError, match=r"must lie in \[0, 58\]"):
         env.reset(start_frames=torch.tensor([0, 1, 59]))
+
+
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_first_frame_share_starts_that_share_of_resets_at_frame_0(tiny_motion, adaptive):
+    """``env.first_frame_share``: 0 draws exactly what it drew before; 1 starts every reset at the first frame,
+    still perturbed by the reset noise; a share in between starts about that share there."""
+
+    def frames(share: float, envs: int) -> tuple[torch.Tensor, torch.Tensor]:
+        torch.manual_seed(0)
+        e = make_env(tiny_motion, f"env.num_envs={envs}", f"env.first_frame_share={share}",
+                     f"env.adaptive_start={str(adaptive).lower()}")  # fmt: skip
+        e.reset()
+        return e.frame.clone(), e.q.clone()
+
+    f0, q0 = frames(0.0, 64)
+    torch.manual_seed(0)
+    before = make_env(tiny_motion, "env.num_envs=64", f"env.adaptive_start={str(adaptive).lower()}")
+    before.reset()
+    assert f0.tolist() == before.frame.tolist()
+    torch.testing.assert_close(q0, before.q)
+    f1, q1 = frames(1.0, 8)
+    q_ref, _ = before.reference_state(torch.zeros(8, dtype=torch.long))
+    assert f1.tolist() == [0] * 8 and 0 < (q1[:, 7:] - q_ref[:, 7:]).abs().max() <= 0.1 + 1e-12
+    half, _ = frames(0.5, 64)
+    assert 16 <= int((half == 0).sum()) <= 48 and bool((half[f0 == 0] == 0).all())
+
+
+def test_first_frame_share_must_be_a_fraction(tiny_motion):
+    from bcg_deploy.errors import BcgdError
+
+    with pytest.raises(BcgdError, match=r"env.first_frame_share must be in \[0, 1\]"):
+        tiny_cfg("env.first_frame_share=1.5").validate()
