@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import mujoco
@@ -75,21 +76,19 @@ def mujoco_trace(setup: Sim2SimSetup, sim_cfg: Sim2SimConfig, run: int) -> list[
     return rows
 
 
-def training_trace(cfg, motion, actor, norm, start) -> list[dict]:
-    """The same per-step series in the training simulator, from the same perturbed start, until its first
-    episode ends (the step that ends it has no pose: its row is already reset)."""
+def training_trace(row: int) -> tuple[list[dict], Callable]:
+    """The same per-step series for env ``row`` of a ``first_episodes`` batch: the rows, and the ``on_step``
+    that fills them until that env's first episode ends (the step that ends it has no pose: it is reset)."""
     rows: list[dict] = []
 
     def step(env, out) -> None:
         if rows and rows[-1]["roll"] is None:
             return
-        ended = bool(out.done[0])
-        r, p = (None, None) if ended else roll_pitch(env.q[0, 3:7].double().cpu().numpy())
-        rows.append({"roll": r, "pitch": p, "foot_force_n": out.info["foot_force"][0].double().tolist()})
+        ended = bool(out.done[row])
+        r, p = (None, None) if ended else roll_pitch(env.q[row, 3:7].double().cpu().numpy())
+        rows.append({"roll": r, "pitch": p, "foot_force_n": out.info["foot_force"][row].double().tolist()})
 
-    noise = {k: torch.as_tensor(getattr(start, k))[None] for k in ("pos", "rpy", "joints")}
-    first_episodes(cfg, motion, actor, norm, torch.zeros(1, dtype=torch.long), start_noise=noise, on_step=step)
-    return rows
+    return rows, step
 
 
 def check(name: str, path: Path, runs: int, seed: int, tmp: Path, trace: int | None = None) -> dict:
@@ -102,7 +101,9 @@ def check(name: str, path: Path, runs: int, seed: int, tmp: Path, trace: int | N
     for r, s in zip(report.runs, starts, strict=True):  # the draws re-made here are the runs' own
         assert r.initial_perturbation == s.summary(), (r.index, r.initial_perturbation, s.summary())
     noise = {k: torch.as_tensor(np.stack([getattr(s, k) for s in starts])) for k in ("pos", "rpy", "joints")}
-    rows = first_episodes(cfg, motion, actor, norm, torch.zeros(runs, dtype=torch.long), start_noise=noise)
+    traced, on_step = training_trace(trace) if trace is not None else (None, None)
+    rows = first_episodes(cfg, motion, actor, norm, torch.zeros(runs, dtype=torch.long), start_noise=noise,
+                          on_step=on_step)  # fmt: skip
     out = []
     for r, s, t in zip(report.runs, starts, rows, strict=True):
         out.append({
@@ -113,10 +114,8 @@ def check(name: str, path: Path, runs: int, seed: int, tmp: Path, trace: int | N
                              "tracking_error_cm": t["tracking_error_cm"]},
         })  # fmt: skip
     both = sum(o["mujoco"]["fell"] and o["training_sim"]["fell"] for o in out)
-    traced = None
-    if trace is not None:
-        traced = {"run": trace, "mujoco": mujoco_trace(setup, sim_cfg, trace),
-                  "training_sim": training_trace(cfg, motion, actor, norm, starts[trace])}  # fmt: skip
+    if trace is not None:  # MuJoCo's run again, with hooks: run_sim2sim's runs may be in other processes
+        traced = {"run": trace, "mujoco": mujoco_trace(setup, sim_cfg, trace), "training_sim": traced}
     return {
         "path": str(path),
         "iteration": iteration,
