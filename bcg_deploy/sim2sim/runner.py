@@ -440,10 +440,12 @@ def simulate_run(
     controller: Controller | None = None,
     on_control_step: Callable[[int, mujoco.MjModel, mujoco.MjData], None] | None = None,
     on_physics_step: Callable[[int, np.ndarray, mujoco.MjData], None] | None = None,
+    start: InitDraw | None = None,
 ) -> RunResult:
     """One run over the clip. ``controller`` defaults to the policy (or the replay of the reference);
     ``on_control_step(k, m, d)`` is called after every control step (video, viewer) and
-    ``on_physics_step(i, target, d)`` after every physics step (tests)."""
+    ``on_physics_step(i, target, d)`` after every physics step (tests). ``start``: this initial-state
+    perturbation instead of the run's seeded draw (diagnostics: a chosen start; the other streams unchanged)."""
     ref, n_sub, dt = setup.reference, setup.n_sub, cfg.physics_dt
     rng = run_streams(cfg.seed, run_index)
     m = setup.model
@@ -454,9 +456,9 @@ def simulate_run(
         dr = apply_domain_randomization(m, setup.dr, rng["randomize"], joint_dofs(m))
     d = mujoco.MjData(m)
     qpos0, qvel0 = initial_state(ref, m.nq, m.nv)
-    start = None
-    if setup.init_noise is not None:
+    if start is None and setup.init_noise is not None:
         start = setup.init_noise.draw(rng["init"], m.nq - 7)
+    if start is not None:
         qpos0, qvel0 = start.apply(qpos0, qvel0, setup.spec.joint_range)
     d.qpos[:], d.qvel[:] = qpos0, qvel0
     mujoco.mj_forward(m, d)

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from bcg_deploy.robots import load_robot
+from bcg_deploy.sim2sim.injection import InitDraw
 from bcg_deploy.sim2sim.reference import initial_state, reference_from_states
 from bcg_deploy.sim2sim.report import Report
-from bcg_deploy.sim2sim.runner import Sim2SimConfig, setup_from_reference, simulate_run
+from bcg_deploy.sim2sim.runner import Sim2SimConfig, prepare, run_streams, setup_from_reference, simulate_run
 
 
 @pytest.fixture(scope="module")
@@ -127,6 +128,31 @@ def test_same_seed_same_json_and_seeds_differ_with_randomisation(waving_ref):
     assert runs[0]["randomization"]["friction"] != runs[1]["randomization"]["friction"]
     cfg4 = Sim2SimConfig(runs=2, seed=4, replay=True, randomize=True, push=True, latency_ms=(0.0, 30.0))
     assert report(cfg4) != first
+
+
+def test_a_given_start_is_the_runs_initial_state(waving_ref):
+    cfg = Sim2SimConfig(runs=1, replay=True, stop_on_fall=False)
+    setup = setup_from_reference(waving_ref, cfg)  # a replay: no seeded perturbation of its own
+    j = setup.spec.num_joints
+    unperturbed = simulate_run(setup, cfg, 0)
+    level = simulate_run(setup, cfg, 0, start=InitDraw(np.zeros(3), np.zeros(3), np.zeros(j)))
+    rolled = simulate_run(setup, cfg, 0, start=InitDraw(np.zeros(3), np.array([0.05, 0.0, 0.0]), np.zeros(j)))
+    assert unperturbed.initial_perturbation is None
+    assert level.e_track_cm == pytest.approx(unperturbed.e_track_cm, rel=1e-9)
+    assert rolled.e_track_cm != pytest.approx(unperturbed.e_track_cm, rel=1e-3)
+    assert rolled.initial_perturbation["root_roll_pitch_yaw_rad"] == [0.05, 0.0, 0.0]
+
+
+def test_a_given_start_replaces_the_seeded_draw(untrained_onnx):
+    cfg = Sim2SimConfig(runs=2, seed=3, stop_on_fall=False, max_duration_s=0.4)
+    setup = prepare(untrained_onnx, cfg)
+    seeded = simulate_run(setup, cfg, 1)
+    own = setup.init_noise.draw(run_streams(3, 1)["init"], setup.spec.num_joints)
+    other = setup.init_noise.draw(run_streams(3, 0)["init"], setup.spec.num_joints)
+    again, moved = simulate_run(setup, cfg, 1, start=own), simulate_run(setup, cfg, 1, start=other)
+    assert again.e_track_cm == seeded.e_track_cm and again.initial_perturbation == seeded.initial_perturbation
+    assert moved.initial_perturbation == other.summary() != seeded.initial_perturbation
+    assert moved.e_track_cm != seeded.e_track_cm
 
 
 def test_pin_base_follows_the_reference_root(spec, waving_ref):
