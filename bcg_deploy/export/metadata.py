@@ -93,7 +93,7 @@ def domain_randomization(cfg: dict) -> dict[str, Any]:
     for ours, theirs in names.items():
         if theirs in dr:
             out[ours] = _range(dr[theirs])
-    for k in ("reset_pos", "reset_rot", "reset_joint"):
+    for k in ("reset_pos", "reset_rot", "reset_joint", "reset_scale"):
         if k in dr:
             out[k] = dr[k]
     return out

@@ -444,4 +444,7 @@ def init_noise_from_metadata(meta: dict | None) -> tuple[InitNoise, str]:
         note = "training's reset-noise defaults" + (f" (metadata has {', '.join(present)})" if present else "")
     if meta.get("enabled") is False:
         note += "; the policy was trained with domain randomisation and reset noise off"
+    scale = meta.get("reset_scale", 1.0)
+    if isinstance(scale, (int, float)) and scale != 1.0:
+        note += f"; training drew its resets from {scale:g} x this box"
     return InitNoise(pos, rot, joint), note

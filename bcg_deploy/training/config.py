@@ -145,6 +145,9 @@ class DomainRandCfg:
     """Reset root orientation noise half-widths roll, pitch, yaw (rad)."""
     reset_joint: float = 0.1
     """Reset joint position noise half-width (rad)."""
+    reset_scale: float = 1.0
+    """Training's reset noise is ``reset_pos / reset_rot / reset_joint`` times this: a margin around the box
+    that the ONNX records and ``bcgd sim2sim`` perturbs its starts by (D23). 1.0 draws as before."""
 
 
 @dataclass
@@ -383,6 +386,10 @@ class TrainConfig:
             (0 <= self.env.adaptive_uniform <= 1, "env.adaptive_uniform must be in [0, 1]"),
             (0 < self.env.adaptive_alpha <= 1, "env.adaptive_alpha must be in (0, 1]"),
             (0 <= self.env.first_frame_share <= 1, "env.first_frame_share must be in [0, 1]"),
+            (
+                0 <= self.domain_rand.reset_scale < float("inf"),
+                f"domain_rand.reset_scale must be a number >= 0, got {self.domain_rand.reset_scale}",
+            ),
         ]
         if self.algo == "ppo":
             p = self.ppo

@@ -140,15 +140,17 @@ def sample_push(cfg: DomainRandCfg, num: int, device, draw: Draw | None = None) 
 def sample_reset_noise(
     cfg: DomainRandCfg, num: int, num_joints: int, device, draw: Draw | None = None
 ) -> dict[str, torch.Tensor]:
-    """Reset offsets: ``pos`` [num, 3] m, ``rpy`` [num, 3] rad, ``joints`` [num, J] rad (zeros when off)."""
+    """Reset offsets: ``pos`` [num, 3] m, ``rpy`` [num, 3] rad, ``joints`` [num, J] rad (zeros when off); the
+    half-widths are the configured box times ``cfg.reset_scale`` (the same draws, scaled)."""
     if not cfg.enabled:
         z = torch.zeros(num, 3, dtype=torch.float64, device=device)
         return {"pos": z, "rpy": z.clone(), "joints": torch.zeros(num, num_joints, dtype=torch.float64, device=device)}
-    pos_h = _const(tuple(cfg.reset_pos), torch.device(device))
-    rot_h = _const(tuple(cfg.reset_rot), torch.device(device))
+    k = cfg.reset_scale
+    pos_h = _const(tuple(k * x for x in cfg.reset_pos), torch.device(device))
+    rot_h = _const(tuple(k * x for x in cfg.reset_rot), torch.device(device))
     d = _rows(num, device, draw)
     return {
         "pos": (2.0 * d.rand(3) - 1.0) * pos_h,
         "rpy": (2.0 * d.rand(3) - 1.0) * rot_h,
-        "joints": d.uniform(-cfg.reset_joint, cfg.reset_joint, num_joints),
+        "joints": d.uniform(-k * cfg.reset_joint, k * cfg.reset_joint, num_joints),
     }

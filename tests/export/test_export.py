@@ -160,6 +160,7 @@ def test_paper_export_metadata(raw_export, robot, motion):
     assert training["kappa"] == 300.0 and training["iterations"] == 0 and "enabled" in training["bundling"]
     dr = json.loads(meta["bcgd.domain_randomization"])
     assert dr["friction"] == [0.3, 1.2] and dr["com_offset_m"] == [-0.03, 0.03]
+    assert dr["reset_rot"] == [0.1, 0.1, 0.2] and dr["reset_scale"] == 1.0
     assert json.loads(meta["bcgd.push"])["interval_s"] == [1.0, 3.0]
     assert json.loads(meta["bcgd.action"])["scale"] == list(robot.action_scale)
 

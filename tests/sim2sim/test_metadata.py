@@ -10,7 +10,12 @@ import pytest
 
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.robots import load_robot
-from bcg_deploy.sim2sim.injection import domain_randomization_from_metadata, noise_levels, push_from_metadata
+from bcg_deploy.sim2sim.injection import (
+    domain_randomization_from_metadata,
+    init_noise_from_metadata,
+    noise_levels,
+    push_from_metadata,
+)
 from bcg_deploy.sim2sim.policy import parse_metadata
 
 P = Path("p.onnx")
@@ -97,3 +102,11 @@ def test_injection_settings_from_export_metadata():
     assert push.interval_s == (2.0, 4.0) and push.lin_vel == (0.1, 0.2, 0.3) and push.ang_vel == (0.5, 0.5, 0.5)
     levels, note = noise_levels(None)
     assert levels["joint_vel"] == 0.5 and "METHOD.md" in note
+
+
+def test_init_noise_is_the_recorded_box_whatever_the_training_scale():
+    box = {"reset_pos": [0.05, 0.05, 0.01], "reset_rot": [0.1, 0.1, 0.2], "reset_joint": 0.1}
+    plain, note = init_noise_from_metadata(box)
+    wide, wide_note = init_noise_from_metadata({**box, "reset_scale": 1.5})
+    assert wide == plain and plain.rot == (0.1, 0.1, 0.2)
+    assert "1.5 x this box" in wide_note and "x this box" not in note

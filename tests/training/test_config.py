@@ -47,7 +47,15 @@ def test_bad_override_is_one_line_error(item):
     assert "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize(("item", "needle"), [("shac.horizon=0", "horizon"), ("runner.keep_every=-1", "keep_every")])
+@pytest.mark.parametrize(
+    ("item", "needle"),
+    [
+        ("shac.horizon=0", "horizon"),
+        ("runner.keep_every=-1", "keep_every"),
+        ("domain_rand.reset_scale=-0.5", "reset_scale must be a number >= 0"),
+        ("domain_rand.reset_scale=inf", "reset_scale must be a number >= 0"),
+    ],
+)
 def test_validate_rejects_nonsense(item, needle):
     c = apply_overrides(TrainConfig(), [item])
     with pytest.raises(BcgdError, match=needle):

@@ -31,6 +31,17 @@ def test_ranges():
     assert r["joints"].abs().max() <= 0.1
 
 
+def test_reset_scale_widens_the_same_draws():
+    torch.manual_seed(3)
+    box = dr.sample_reset_noise(DomainRandCfg(), 500, 29, "cpu")
+    torch.manual_seed(3)
+    wide = dr.sample_reset_noise(DomainRandCfg(reset_scale=1.5), 500, 29, "cpu")
+    for k in ("pos", "rpy", "joints"):
+        torch.testing.assert_close(wide[k], 1.5 * box[k], rtol=1e-12, atol=0)
+    half = torch.tensor([0.15, 0.15, 0.3], dtype=torch.float64)
+    assert (wide["rpy"].abs() <= half + 1e-12).all() and (wide["rpy"].abs().amax(0) > 0.95 * half).all()
+
+
 def test_off_is_nominal_and_reset_rows_only_touch_episode_terms():
     off = dr.sample_params(DomainRandCfg(enabled=False), 4, 30, 29, "cpu")
     assert (off.kp_scale == 1).all() and (off.action_latency == 0).all() and (off.link_com_offset == 0).all()
