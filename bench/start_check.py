@@ -91,6 +91,18 @@ def training_trace(row: int) -> tuple[list[dict], Callable]:
     return rows, step
 
 
+def start_noise(starts: list) -> dict[str, torch.Tensor]:
+    """sim2sim's drawn starts (``InitDraw``) as ``first_episodes``' ``start_noise`` batch."""
+    return {k: torch.as_tensor(np.stack([getattr(s, k) for s in starts])) for k in ("pos", "rpy", "joints")}
+
+
+def outcome_text(mj: dict, tr: dict) -> tuple[str, str]:
+    """How a start ended in MuJoCo (``fell``, ``fall_time_s``) and in training (``fell``, ``end``, ``end_s``)."""
+    mj_s = f"falls at {mj['fall_time_s']:.2f} s" if mj["fell"] else "stands"
+    tr_s = f"falls at {tr['end_s']:.2f} s" if tr["fell"] else f"{tr['end']} at {tr['end_s']:.2f} s"
+    return mj_s, tr_s
+
+
 def check(name: str, path: Path, runs: int, seed: int, tmp: Path, trace: int | None = None) -> dict:
     cfg, motion, actor, norm, iteration = load_policy(path)
     exported = export_policy(ExportConfig(checkpoint=path, output=tmp / f"{name}.onnx"))
@@ -100,7 +112,7 @@ def check(name: str, path: Path, runs: int, seed: int, tmp: Path, trace: int | N
     starts = [setup.init_noise.draw(run_streams(seed, i)["init"], setup.spec.num_joints) for i in range(runs)]
     for r, s in zip(report.runs, starts, strict=True):  # the draws re-made here are the runs' own
         assert r.initial_perturbation == s.summary(), (r.index, r.initial_perturbation, s.summary())
-    noise = {k: torch.as_tensor(np.stack([getattr(s, k) for s in starts])) for k in ("pos", "rpy", "joints")}
+    noise = start_noise(starts)
     traced, on_step = training_trace(trace) if trace is not None else (None, None)
     rows = first_episodes(cfg, motion, actor, norm, torch.zeros(runs, dtype=torch.long), start_noise=noise,
                           on_step=on_step)  # fmt: skip
@@ -168,8 +180,7 @@ def main() -> None:
             for o in res["rows"]:
                 mj, tr = o["mujoco"], o["training_sim"]
                 rpy = ", ".join(f"{a:+.3f}" for a in o["roll_pitch_yaw_rad"])
-                mj_s = f"falls at {mj['fall_time_s']:.2f} s" if mj["fell"] else "stands"
-                tr_s = f"falls at {tr['end_s']:.2f} s" if tr["fell"] else f"{tr['end']} at {tr['end_s']:.2f} s"
+                mj_s, tr_s = outcome_text(mj, tr)
                 print(f"  run {o['run']:2d}  start rpy ({rpy})  MuJoCo: {mj_s:16s} training sim: {tr_s}")
             print(f"{name}.mujoco_falls: {res['mujoco_falls']}/{res['runs']}")
             print(f"{name}.training_sim_falls: {res['training_sim_falls']}/{res['runs']}")

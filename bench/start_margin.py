@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from bench_common import named_checkpoints
+from start_check import outcome_text, start_noise
 
 from bcg_deploy.errors import BcgdError, run_script
 from bcg_deploy.export import ExportConfig, export_policy
@@ -70,8 +71,8 @@ def sweep(name: str, path: Path, axis: str, values: list[float] | None, run: int
         values = [float(v) for v in np.round(np.linspace(-2.0, 2.0, 17) * amp, 6)]
     starts = swept(base, axis, values)
     mj = [simulate_run(setup, sim_cfg, 0 if run is None else run, start=s) for s in starts]
-    noise = {k: torch.as_tensor(np.stack([getattr(s, k) for s in starts])) for k in ("pos", "rpy", "joints")}
-    tr = first_episodes(cfg, motion, actor, norm, torch.zeros(len(starts), dtype=torch.long), start_noise=noise)
+    frames = torch.zeros(len(starts), dtype=torch.long)
+    tr = first_episodes(cfg, motion, actor, norm, frames, start_noise=start_noise(starts))
     rows = [
         {"value": v, "mujoco": {"fell": r.fell, "fall_time_s": r.fall_time_s},
          "training_sim": {"fell": t["end"] == "fall", "end": t["end"], "end_s": t["end_s"]}}
@@ -123,8 +124,7 @@ def main() -> None:
             print(f"{name} ({path}, iteration {res['iteration']}, clip {res['clip']}), {args.axis} from {res['base']}")
             for row in res["rows"]:
                 mj, tr = row["mujoco"], row["training_sim"]
-                mj_s = f"falls at {mj['fall_time_s']:.2f} s" if mj["fell"] else "stands"
-                tr_s = f"falls at {tr['end_s']:.2f} s" if tr["fell"] else f"{tr['end']} at {tr['end_s']:.2f} s"
+                mj_s, tr_s = outcome_text(mj, tr)
                 print(f"  {args.axis} {row['value']:+.4f}  MuJoCo: {mj_s:16s} training sim: {tr_s}")
             for sim, m in res["first_fall"].items():
                 print(f"{name}.{sim}.first_fall: negative {m['negative']}, positive {m['positive']}")
