@@ -58,14 +58,15 @@ and the JSON-valued ``bcgd.*`` keys:
     bcgd.quat_order ("wxyz"), bcgd.signature ("raw" | "obs"), bcgd.profile ("paper")
     bcgd.inputs / bcgd.outputs   [{name, shape, dtype, frame, units}]
     bcgd.observation   [{name, size, offset, noise, units, frame, future_steps, description}]
-    bcgd.input_noise   raw-input U(-n, n) levels matching the training observation noise:
+    bcgd.input_noise   raw-input U(-n, n) levels of the observation terms' noise (sim2sim's --noise 1;
+                       training added bcgd.training.obs_noise_scale x these):
                        {base_pos: [nx, ny, nz] m, base_quat: n (rad, rotation-vector components),
                         base_lin_vel, base_ang_vel, joint_pos, joint_vel: scalars per component}
     bcgd.action        {offset, scale, clip: [-1, 1], joint_pos_target_clip: {lo, hi}, formula}
     bcgd.robot         {name, model_hash}
     bcgd.motion        {name, kind, file, sha256, ..., fps, num_frames}
     bcgd.training      {kappa, bundling (the bcg config), iterations, iterations_planned, num_envs,
-                        seed, physics_dt, substeps}
+                        seed, obs_noise_scale, physics_dt, substeps}
     bcgd.domain_randomization  {enabled, friction, base_mass_add_kg, link_mass_scale, com_offset_m,
                         kp_scale, kd_scale, armature_scale, joint_friction_scale, joint_offset_rad,
                         action_latency_steps ([lo, hi] each), reset_pos, reset_rot, reset_joint}

@@ -47,6 +47,13 @@ def _get(cfg: dict, dotted: str, default: Any = None) -> Any:
     return cur
 
 
+def obs_noise_scale(cfg: dict) -> float:
+    """The multiple of ``bcgd.input_noise`` the actor's inputs carried in training (0 with the noise off)."""
+    if not _get(cfg, "env.obs_noise", True):
+        return 0.0
+    return float(_get(cfg, "env.obs_noise_scale", 1.0))
+
+
 def timing(cfg: dict, motion_fps: float) -> dict[str, Any]:
     """physics_dt, substeps, control_dt (s) from the training config (recorded, or derived)."""
     physics_dt = _get(cfg, "sim.physics_dt")
@@ -199,6 +206,7 @@ def bcgd_keys(ckpt: dict, robot: RobotSpec, parity: dict, opset: int, io: dict, 
             "iterations_planned": _get(cfg, "runner.iterations"),
             "num_envs": _get(cfg, "env.num_envs"),
             "seed": _get(cfg, "runner.seed"),
+            "obs_noise_scale": obs_noise_scale(cfg),
             "physics_dt": tm["physics_dt"],
             "substeps": tm["substeps"],
         },

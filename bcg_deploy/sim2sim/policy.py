@@ -55,6 +55,7 @@ class PolicyMetadata:
     input_noise: dict | None
     domain_randomization: dict | None
     push: dict | None
+    training: dict | None
     exporter_version: str | None
     raw: dict = field(repr=False, default_factory=dict)
 
@@ -171,6 +172,7 @@ def parse_metadata(meta: dict[str, str], path: Path, spec: RobotSpec, force: boo
         input_noise=_json(meta, "bcgd.input_noise", path),
         domain_randomization=_json(meta, "bcgd.domain_randomization", path),
         push=_json(meta, "bcgd.push", path),
+        training=_json(meta, "bcgd.training", path),
         exporter_version=None if exporter is None else str(exporter),
         raw=dict(meta),
     )

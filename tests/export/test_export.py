@@ -158,6 +158,7 @@ def test_paper_export_metadata(raw_export, robot, motion):
     assert json.loads(meta["bcgd.robot"]) == robot.identity()
     training = json.loads(meta["bcgd.training"])
     assert training["kappa"] == 300.0 and training["iterations"] == 0 and "enabled" in training["bundling"]
+    assert training["obs_noise_scale"] == 1.0
     dr = json.loads(meta["bcgd.domain_randomization"])
     assert dr["friction"] == [0.3, 1.2] and dr["com_offset_m"] == [-0.03, 0.03]
     assert dr["reset_rot"] == [0.1, 0.1, 0.2] and dr["reset_scale"] == 1.0

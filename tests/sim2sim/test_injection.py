@@ -9,12 +9,14 @@ from bcg_deploy.errors import BcgdError
 from bcg_deploy.motions import quat
 from bcg_deploy.robots import load_robot
 from bcg_deploy.sim2sim.injection import (
+    METHOD_INPUT_NOISE,
     ActionDelayLine,
     DomainRandomization,
     PushConfig,
     SensorNoise,
     apply_domain_randomization,
     ms_to_steps,
+    noise_levels,
     parse_ms_range,
     push_schedule,
 )
@@ -66,6 +68,16 @@ def test_noise_bounds_and_unit_quaternion():
     SensorNoise({"base_quat": 0.1}, 1.0).apply(x, np.random.default_rng(1))
     dq = quat.mul(np.array([yaw[0], -yaw[1], -yaw[2], -yaw[3]]), x["base_quat"][0].astype(np.float64))
     assert 2 * np.arccos(min(abs(dq[0]), 1.0)) <= np.sqrt(3) * 0.1 + 1e-5
+
+
+def test_noise_levels_name_their_source_and_the_training_scale():
+    levels, note = noise_levels({"joint_vel": 0.5, "imu_temp": 1.0}, 1.5)
+    assert levels == {"joint_vel": 0.5}
+    assert "ignored: imu_temp" in note and "trained with 1.5 x these levels" in note
+    assert "trained with" not in noise_levels({"joint_vel": 0.5}, 1.0)[1]
+    assert "trained with" not in noise_levels({"joint_vel": 0.5}, None)[1]
+    levels, note = noise_levels(None, 1.5)
+    assert levels == METHOD_INPUT_NOISE and "METHOD.md" in note
 
 
 def test_push_schedule_intervals():
