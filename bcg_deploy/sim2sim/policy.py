@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +56,7 @@ class PolicyMetadata:
     input_noise: dict | None
     domain_randomization: dict | None
     push: dict | None
-    training: dict | None
+    obs_noise_scale: float | None  # multiple of input_noise in training (bcgd.training); None: not recorded
     exporter_version: str | None
     raw: dict = field(repr=False, default_factory=dict)
 
@@ -94,6 +95,17 @@ def _json(meta: dict, key: str, path: Path):
         return json.loads(meta[key])
     except json.JSONDecodeError:
         raise BcgdError(f"{path}: metadata {key!r} is not valid JSON") from None
+
+
+def _training_noise_scale(meta: dict, path: Path) -> float | None:
+    """``bcgd.training.obs_noise_scale``: None when the export predates it, else a finite number >= 0."""
+    training = _json(meta, "bcgd.training", path)
+    scale = training.get("obs_noise_scale") if isinstance(training, dict) else None
+    if scale is None:
+        return None
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not (math.isfinite(scale) and scale >= 0):
+        raise BcgdError(f"{path}: metadata bcgd.training obs_noise_scale = {scale!r}: expected a number >= 0")
+    return float(scale)
 
 
 def parse_metadata(meta: dict[str, str], path: Path, spec: RobotSpec, force: bool = False) -> PolicyMetadata:
@@ -172,7 +184,7 @@ def parse_metadata(meta: dict[str, str], path: Path, spec: RobotSpec, force: boo
         input_noise=_json(meta, "bcgd.input_noise", path),
         domain_randomization=_json(meta, "bcgd.domain_randomization", path),
         push=_json(meta, "bcgd.push", path),
-        training=_json(meta, "bcgd.training", path),
+        obs_noise_scale=_training_noise_scale(meta, path),
         exporter_version=None if exporter is None else str(exporter),
         raw=dict(meta),
     )

@@ -344,8 +344,7 @@ def _finish_setup(spec, ref, control_dt, kp, kd, effort, armature, cfg, policy, 
     if cfg.noise_scale > 0:
         if policy is None or cfg.replay:
             notes.append("--noise has no effect on a replay (no policy reads the sensors)")
-        trained = meta.training.get("obs_noise_scale") if meta and isinstance(meta.training, dict) else None
-        levels, note = noise_levels(meta.input_noise if meta else None, trained)
+        levels, note = noise_levels(meta.input_noise if meta else None, meta.obs_noise_scale if meta else None)
         setup.noise = SensorNoise(levels, cfg.noise_scale)
         notes.append(f"noise levels: {note}")
     if cfg.init_noise and policy is not None and not cfg.replay:
