@@ -132,7 +132,7 @@ def _estimator_summary(g: np.ndarray, stats: list[dict], seconds: float, names: 
 
 def run_kappa(args, kappa: float) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        tr = make_trainer(args, tmp, kappa=kappa, iterations=max(args.warmup, 1))
+        tr = make_trainer(args, tmp, kappa=kappa, iterations=max(args.warmup, 1), bundle=False)
         t0 = time.perf_counter()
         for _ in range(args.warmup):
             tr.step()

@@ -397,6 +397,23 @@ def test_cli_options_reach_the_config():
     assert not cfg.bcg.enabled and cfg.bcg.num_branches == 10 and cfg.bcg.tau == 400.0
 
 
+def test_each_method_defaults_to_its_paper_batch(tmp_path):
+    """Plain SHAC by default at the paper's 128 envs; ``--bundle`` at its 64 unless ``--envs`` or ``--set``."""
+    from bcg_deploy.cli.train import build_config
+
+    def cfg(envs=None, bundle=None, overrides=()):
+        return build_config("dance", None, None, None, envs, None, None, None, None, None, tmp_path / "r", None,
+                            list(overrides), None, {"enabled": bundle})  # fmt: skip
+
+    plain = cfg()
+    assert not plain.bcg.enabled and plain.env.num_envs == 128
+    assert cfg(bundle=True).env.num_envs == 64
+    assert cfg(bundle=False).env.num_envs == 128
+    assert cfg(envs=32, bundle=True).env.num_envs == 32
+    assert cfg(bundle=True, overrides=["env.num_envs=16"]).env.num_envs == 16
+    assert cfg(overrides=["bcg.enabled=true"]).env.num_envs == 64
+
+
 def test_runner_logs_bundles_and_resumes_exactly(tmp_path, tiny_motion):
     over = ("bcg.enabled=true", "bcg.num_branches=3", "bcg.tau=100", "sim.kappa=50", "runner.iterations=3")
     full = Trainer(tiny_cfg(f"runner.out_dir={tmp_path / 'a'}", "runner.save_every=1", *over), motion=tiny_motion)

@@ -15,11 +15,11 @@ def test_method_defaults():
     assert s.betas == (0.7, 0.95) and (s.actor_grad_clip, s.critic_grad_clip) == (1.0, 10.0)
     assert s.actor_hidden == (512, 256, 128) and s.critic_hidden == (256, 256) and s.num_critics == 3
     assert (s.critic_iterations, s.critic_minibatches, s.target_alpha, s.init_std) == (16, 4, 0.995, 1.0)
-    assert c.env.num_envs == 64 and c.env.fall_height == 0.3 and c.env.action_rate_weight == -0.8
+    assert c.env.num_envs == 128 and c.env.fall_height == 0.3 and c.env.action_rate_weight == -0.8
     assert c.add.hidden == (1024, 512) and c.add.lr == 2.5e-4 and c.add.weight_decay == 1e-4
     assert (c.add.logit_reg, c.add.grad_penalty, c.add.reward_weight) == (0.01, 2.0, 2.0)
     b = c.bcg
-    assert (b.enabled, b.num_branches, b.horizon, b.sigma_p, b.sigma_v, b.tau) == (True, 10, 2, 0.01, 0.02, 400.0)
+    assert (b.enabled, b.num_branches, b.horizon, b.sigma_p, b.sigma_v, b.tau) == (False, 10, 2, 0.01, 0.02, 400.0)
     assert (c.sim.physics_dt, c.sim.substeps, c.sim.kappa) == (0.005, 4, 300.0)
     d = c.domain_rand
     assert d.friction == (0.3, 1.2) and d.kp_scale == (0.8, 1.2) and d.armature_scale == (0.75, 1.25)

@@ -68,7 +68,7 @@ def test_cuda_runs_default_to_gpu_sized_batches(tmp_path):
     from bcg_deploy.training.config import CUDA_NUM_ENVS, TrainConfig, cuda_defaults
 
     cpu = TrainConfig()
-    assert cuda_defaults(cpu).env.num_envs == 64
+    assert cuda_defaults(cpu).env.num_envs == 128
     cpu.runner.device = "cuda:0"
     assert cuda_defaults(cpu).env.num_envs == CUDA_NUM_ENVS == 2048
 
@@ -80,4 +80,4 @@ def test_cuda_runs_default_to_gpu_sized_batches(tmp_path):
     assert cfg(None, "cuda").env.num_envs == 2048
     assert cfg(128, "cuda").env.num_envs == 128
     assert cfg(None, "cuda", ["env.num_envs=256"]).env.num_envs == 256
-    assert cfg(None, "cpu").env.num_envs == 64
+    assert cfg(None, "cpu").env.num_envs == 128
