@@ -68,6 +68,18 @@ def task_window(task: str, start: float | None) -> tuple[str, float]:
     return str(src["path"]), float(src.get("start_s", 0.0) if start is None else start)
 
 
+BCG_OPTIONS = {
+    "num_branches": "--branches",
+    "horizon": "--bundle-steps",
+    "sigma_p": "--sigma-p",
+    "sigma_v": "--sigma-v",
+    "tau": "--tau",
+    "max_dq": "--bcg-max-dq",
+    "max_dqd": "--bcg-max-dqd",
+}
+"""The command-line option of each ``BCGCfg`` field the CLI sets."""
+
+
 def build_config(
     task: str | None,
     motion: Path | None,
@@ -158,6 +170,9 @@ def build_config(
         if value is not None:
             setattr(cfg.bcg, name, value)
     apply_overrides(cfg, overrides)
+    given = [BCG_OPTIONS[name] for name, value in (bcg or {}).items() if name != "enabled" and value is not None]
+    if given and not cfg.bcg.enabled:
+        raise BcgdError(f"{', '.join(given)}: options of SHAC + BCG, but this run is plain SHAC; add --bundle")
     if resume is None and envs is None and not any(o.startswith("env.num_envs=") for o in overrides):
         bcg_defaults(cfg)  # SHAC + BCG gets the paper's 64 envs, plain SHAC keeps its 128
         cuda_defaults(cfg)  # a GPU run gets GPU-sized batches unless --envs says otherwise

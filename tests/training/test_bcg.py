@@ -377,10 +377,15 @@ def test_bad_bcg_values_are_one_line_errors():
     res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "bcg.num_branches must be >= 1" in res.stderr
     assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
-    res = subprocess.run([sys.executable, "-c", code, "train", "--bcg-max-dqd", "-1", "--iterations", "1"],
+    res = subprocess.run([sys.executable, "-c", code, "train", "--bundle", "--bcg-max-dqd", "-1", "--iterations", "1"],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert res.returncode == 2
     assert res.stderr.strip() == "error: bcg.max_dqd must be finite and > 0 (rad/s) or none, got -1.0"
+    res = subprocess.run([sys.executable, "-c", code, "train", "--branches", "4", "--tau", "300", "--iterations", "1"],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert res.returncode == 2 and res.stderr.strip() == (
+        "error: --branches, --tau: options of SHAC + BCG, but this run is plain SHAC; add --bundle"
+    )
 
 
 def test_cli_options_reach_the_config():
