@@ -264,7 +264,7 @@ def train_cmd(
     iterations: int | None = typer.Option(
         None,
         "--iterations",
-        help="SHAC iterations (paper 3000; about 1.1 h per 1200 at 128 envs on a 2-core CPU).",
+        help="SHAC iterations (paper 3000; 1200 at 128 envs: about 1.5 h on a 2-core CPU).",
         show_default="1200",
     ),
     horizon: int | None = typer.Option(

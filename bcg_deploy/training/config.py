@@ -291,9 +291,9 @@ class RunnerCfg:
     """Loop, logging and checkpoints."""
 
     iterations: int = 1200
-    """SHAC iterations (paper: 3000). The default is the CPU-sized main job of ``bcgd train dance``: SHAC +
-    BCG at 64 envs x horizon 32 on 2 ranks, 2.8-4.2 s per iteration on the 2-core CPUs we measured
-    (bench/train_throughput.py), 55-85 min; its policy had 0/5 falls in MuJoCo with --noise 1 (README)."""
+    """SHAC iterations (paper: 3000). The default is the CPU-sized main job of ``bcgd train dance``: plain
+    SHAC at 128 envs x horizon 32 on 2 ranks, 4.35 s per iteration on our 2-core CPU, about 1.5 h; its policy
+    had 0/5 falls in MuJoCo with --noise 1 (README, docs/decisions.md D34)."""
     save_every: int = 50
     """Write run.pt every K iterations (and at the end)."""
     keep_every: int = 0
