@@ -171,6 +171,8 @@ def build_config(
             setattr(cfg.bcg, name, value)
     apply_overrides(cfg, overrides)
     given = [BCG_OPTIONS[name] for name, value in (bcg or {}).items() if name != "enabled" and value is not None]
+    if cfg.algo == "ppo" and (given or cfg.bcg.enabled):
+        raise BcgdError(f"{', '.join(given or ['--bundle'])}: SHAC + BCG, but this run is PPO (--algo ppo)")
     if given and not cfg.bcg.enabled:
         raise BcgdError(f"{', '.join(given)}: options of SHAC + BCG, but this run is plain SHAC; add --bundle")
     if resume is None and envs is None and not any(o.startswith("env.num_envs=") for o in overrides):

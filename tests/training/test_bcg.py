@@ -419,6 +419,25 @@ def test_each_method_defaults_to_its_paper_batch(tmp_path):
     assert cfg(overrides=["bcg.enabled=true"]).env.num_envs == 64
 
 
+def test_bcg_options_need_a_bcg_run(tmp_path):
+    """BCG's options on plain SHAC or PPO are one-line errors naming them, not silently ignored."""
+    from bcg_deploy.cli.train import build_config
+
+    def cfg(algo="shac", **bcg):
+        bcg = {"enabled": None, "num_branches": None, "tau": None, **bcg}
+        return build_config("dance", None, None, None, None, None, None, None, None, None, tmp_path / "r", None,
+                            [], None, bcg, algo=algo)  # fmt: skip
+
+    with pytest.raises(BcgdError, match=r"^--branches, --tau: options of SHAC \+ BCG, but this run is plain SHAC"):
+        cfg(num_branches=4, tau=300.0)
+    assert cfg(enabled=True, num_branches=4).bcg.num_branches == 4
+    with pytest.raises(BcgdError, match=r"^--bundle: SHAC \+ BCG, but this run is PPO \(--algo ppo\)$"):
+        cfg("ppo", enabled=True)
+    with pytest.raises(BcgdError, match=r"^--tau: SHAC \+ BCG, but this run is PPO"):
+        cfg("ppo", tau=300.0)
+    assert not cfg("ppo").bcg.enabled
+
+
 def test_runner_logs_bundles_and_resumes_exactly(tmp_path, tiny_motion):
     over = ("bcg.enabled=true", "bcg.num_branches=3", "bcg.tau=100", "sim.kappa=50", "runner.iterations=3")
     full = Trainer(tiny_cfg(f"runner.out_dir={tmp_path / 'a'}", "runner.save_every=1", *over), motion=tiny_motion)
