@@ -360,8 +360,8 @@ def train_cmd(
         resume, found = find_checkpoint(resume)
         if found:
             err_console.print(f"note: {found}", highlight=False)
-    bcg = {"enabled": bundle, "num_branches": branches, "horizon": bundle_steps, "sigma_p": sigma_p,
-           "sigma_v": sigma_v, "tau": tau, "max_dq": max_dq, "max_dqd": max_dqd}  # fmt: skip
+    given_bcg = (branches, bundle_steps, sigma_p, sigma_v, tau, max_dq, max_dqd)  # in BCG_OPTIONS' order
+    bcg = {"enabled": bundle, **dict(zip(BCG_OPTIONS, given_bcg, strict=True))}
     if obs is not None:
         overrides = [*overrides, f"env.obs_profile={obs}"]
     if keep_every is not None:
