@@ -345,6 +345,16 @@ class ImitationEnv:
             return self.obs_module(q, qd, self.frame, last_action, transforms=transforms)
         return self.obs_module(q, qd, self.frame, transforms=transforms)
 
+    @torch.no_grad()
+    def _fresh_observation(self, rows: torch.Tensor) -> torch.Tensor:
+        """Observation [n, O] of the just-reset ``rows`` alone. Their state, frame and last action are fresh
+        detached draws, so nothing upstream has a gradient through them (the same maths as observing all E
+        rows and selecting these, at n/E of the forward cost and none of the backward)."""
+        q, qd, frame, last = self.q[rows], self.qd[rows], self.frame[rows], self.last_action[rows]
+        if self._reads_action:
+            return self.obs_module(q, qd, frame, last)
+        return self.obs_module(q, qd, frame)
+
     def noisy(self, obs: torch.Tensor) -> torch.Tensor:
         """The actor's training input: per-term noise U(-n, n) (scaled) when enabled."""
         if not self.cfg.env.obs_noise or self.cfg.env.obs_noise_scale == 0.0:
@@ -441,10 +451,15 @@ class ImitationEnv:
         self.last_action = action
         self.q, self.qd = q_next, qd_next
         obs = obs_before
-        if self.fixed_shapes or bool(done.any()):
+        if self.fixed_shapes:
             self.q, self.qd = self._reset_rows(done, self.q, self.qd)
             self.transition.reset(done)
             obs = torch.where(done[:, None], self.observe(), obs_before)
+        elif bool(done.any()):
+            self.q, self.qd = self._reset_rows(done, self.q, self.qd)
+            self.transition.reset(done)
+            rows = done.nonzero().squeeze(-1)
+            obs = obs_before.index_copy(0, rows, self._fresh_observation(rows))
         return StepOut(
             obs=obs,
             reward=reward,

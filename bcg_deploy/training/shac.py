@@ -244,7 +244,8 @@ class SHAC(nn.Module):
         rew_acc = torch.zeros(e, dtype=dt, device=obs.device)
         disc = torch.ones(e, dtype=dt, device=obs.device)
         loss = torch.zeros((), dtype=dt, device=obs.device)
-        bufs: dict[str, list] = {k: [] for k in ("obs", "obs_norm", "rew", "raw", "nv", "done", "delta", "valid")}
+        keys = ("obs", "obs_norm", "rew", "raw", "obs_next_norm", "terminated", "done", "delta", "valid")
+        bufs: dict[str, list] = {k: [] for k in keys}
         acc: dict[str, list] = {k: [] for k in ("diverged", "fell", "strayed", "timeout", "ep_len", "ep_ret")}
         stats = {"tracking_error": [], "reward_add": [], "reward_action_rate": [], "foot_force": [], "transition": {}}
         act_dim = self.actor.act_dim
@@ -254,7 +255,8 @@ class SHAC(nn.Module):
             action = self.actor.sample(self.normalize(env.noisy(obs)), eps=eps)[0]
             out = env.step(action)
             r = out.reward * scale
-            v_next = self.target_critic(self.normalize(out.obs_before_reset))
+            obs_next_n = self.normalize(out.obs_before_reset)
+            v_next = self._bootstrap_values(obs_next_n, out.done, last=t == n - 1, every_row=env.fixed_shapes)
             v_next = torch.where(out.terminated, torch.zeros_like(v_next), v_next)
             rew_acc = rew_acc + disc * r
             seg = -(rew_acc + gamma * disc * v_next)
@@ -268,7 +270,8 @@ class SHAC(nn.Module):
             bufs["obs_norm"].append(obs_n.detach())
             bufs["rew"].append(r.detach())
             bufs["raw"].append(out.reward.detach())
-            bufs["nv"].append(v_next.detach())
+            bufs["obs_next_norm"].append(obs_next_n.detach())
+            bufs["terminated"].append(out.terminated)
             bufs["done"].append(out.done)
             bufs["delta"].append(out.delta)
             bufs["valid"].append(out.valid)
@@ -290,6 +293,9 @@ class SHAC(nn.Module):
             obs = out.obs
         loss = loss / (n * self.world.total_envs)
         stack = {k: torch.stack(v) for k, v in bufs.items()}
+        with torch.no_grad():  # V_target(x_{t+1}) of every step for the TD targets: one batched evaluation
+            nv = self.target_critic(stack["obs_next_norm"].reshape(n * e, -1)).reshape(n, e)
+            nv = torch.where(stack["terminated"], torch.zeros_like(nv), nv)
         stats["events"] = torch.stack([torch.stack(acc[k]).sum() for k in EVENTS])  # device counts [4]
         stats["episode_len"] = torch.stack(acc["ep_len"])  # [N, E], meaningful where done
         stats["episode_return"] = torch.stack(acc["ep_ret"])
@@ -299,12 +305,22 @@ class SHAC(nn.Module):
             obs_norm=stack["obs_norm"],
             rewards=stack["rew"],
             raw_rewards=stack["raw"],
-            next_values=stack["nv"],
+            next_values=nv,
             done=stack["done"],
             deltas=stack["delta"],
             valid=stack["valid"],
             stats=stats,
         )
+
+    def _bootstrap_values(self, obs_n: torch.Tensor, done: torch.Tensor, last: bool, every_row: bool) -> torch.Tensor:
+        """V_target(o) [E] where the actor loss bootstraps: every row at the window's ``last`` step, else the
+        rows that end their episode (``done``); the other rows are 0 (the loss masks them out, so their values
+        and gradients were never used). ``every_row`` (fixed shapes, e.g. CUDA): every row, no host read."""
+        if last or every_row:
+            return self.target_critic(obs_n)
+        rows = done.nonzero().squeeze(-1)
+        v = torch.zeros(obs_n.shape[0], dtype=obs_n.dtype, device=obs_n.device)
+        return v if rows.numel() == 0 else v.index_copy(0, rows, self.target_critic(obs_n[rows]))
 
     # ------------------------------------------------------------------ updates
 

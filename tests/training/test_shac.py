@@ -69,6 +69,34 @@ def test_actor_gradient_matches_finite_differences(setup):
         assert abs(analytic - fd) <= 1e-3 * abs(fd) + 1e-9, (analytic, fd)
 
 
+def test_window_evaluates_only_the_rows_it_uses(setup, monkeypatch):
+    """The window evaluates the target critic's gradient path only where the loss bootstraps (rows that end
+    an episode, every row at the last step), takes V_target for the TD targets in one batched pass, and after a
+    reset observes the reset rows alone. Oracle: the same window with the plain definitions (the target critic
+    on every row at every step, the whole batch observed after a reset): the same actor loss, actor gradient,
+    TD inputs and observations (float64; a time-out and reset inside the window)."""
+    env, shac, state = setup
+    params = list(shac.actor.parameters())
+
+    def window():
+        roll = _window_loss(env, shac, state)
+        shac.actor.zero_grad()
+        roll.actor_loss.backward()
+        return roll, [p.grad.clone() for p in params]
+
+    rows, g_rows = window()
+    with monkeypatch.context() as m:
+        m.setattr(shac, "_bootstrap_values", lambda obs_n, done, last, every_row: shac.target_critic(obs_n))
+        m.setattr(env, "_fresh_observation", lambda idx: env.observe()[idx])
+        every, g_every = window()
+    assert rows.done[:-1].any(), "the window must contain an episode end before its last step"
+    torch.testing.assert_close(rows.actor_loss, every.actor_loss, rtol=1e-12, atol=0.0)
+    for a, b in zip(g_rows, g_every, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-14)
+    for name in ("next_values", "obs", "obs_norm", "rewards", "done"):
+        torch.testing.assert_close(getattr(rows, name), getattr(every, name), rtol=1e-12, atol=1e-12)
+
+
 def test_non_finite_loss_is_skipped_and_nan_grads_zeroed(setup):
     _, shac, _ = setup
     before = [p.detach().clone() for p in shac.actor.parameters()]
