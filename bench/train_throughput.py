@@ -23,6 +23,7 @@ Writes ``bench/results/train_throughput.json`` (``_syncs.json`` with ``--syncs-o
 ``name.metric: value`` lines.
 
     python bench/train_throughput.py [--iterations 4] [--warmup 1] [--ranks 2] [--rounds 3] [--before-tree DIR]
+                                     [--set shac.critic_bf16=false ...]   # overrides of this tree's cases
 
 Every case runs ``--rounds`` times, the order of the cases reversed every other round, and reports the median
 round (all rounds' seconds per iteration are in the JSON): on a shared machine one pass of each case was seen
@@ -51,7 +52,7 @@ TREE = HERE.parents[1]
 # one measurement (runs inside the measured tree's interpreter; works with the old and new Trainer)
 
 
-def _measure(envs: int, horizon: int, iterations: int, warmup: int, bundle: bool, out: str) -> None:
+def _measure(envs: int, horizon: int, iterations: int, warmup: int, bundle: bool, out: str, sets: list[str]) -> None:
     import torch
 
     torch.set_num_threads(1)
@@ -62,7 +63,7 @@ def _measure(envs: int, horizon: int, iterations: int, warmup: int, bundle: bool
     cfg = apply_overrides(
         TrainConfig(),
         [f"env.num_envs={envs}", f"shac.horizon={horizon}", "runner.tensorboard=false",
-         f"runner.out_dir={tempfile.mkdtemp(prefix='bcgd_bench_')}", f"bcg.enabled={bundle}"],
+         f"runner.out_dir={tempfile.mkdtemp(prefix='bcgd_bench_')}", f"bcg.enabled={bundle}", *sets],
     )  # fmt: skip
     kw = {}
     world = None
@@ -116,6 +117,7 @@ def _measure(envs: int, horizon: int, iterations: int, warmup: int, bundle: bool
         "iterations_measured": n,
         "share": share,
         "world_size": 1 if world is None else world.size,
+        "critic_bf16": bool(getattr(cfg.shac, "critic_bf16", False)),
     }
     if world is None or world.is_main:
         Path(out).write_text(json.dumps(r))
@@ -157,7 +159,9 @@ def _timed(base, sim, clock):  # noqa: ANN001, ANN202
     return Timed(sim)
 
 
-def _measure_syncs(envs: int, horizon: int, iterations: int, warmup: int, bundle: bool, out: str) -> None:
+def _measure_syncs(
+    envs: int, horizon: int, iterations: int, warmup: int, bundle: bool, out: str, sets: list[str]
+) -> None:
     """Host syncs of one iteration (``SyncCounter`` trace) and CPU seconds per iteration of one tree."""
     import importlib.util
 
@@ -173,7 +177,7 @@ def _measure_syncs(envs: int, horizon: int, iterations: int, warmup: int, bundle
     cfg = apply_overrides(
         TrainConfig(),
         [f"env.num_envs={envs}", f"shac.horizon={horizon}", "runner.tensorboard=false",
-         f"runner.out_dir={tempfile.mkdtemp(prefix='bcgd_syncs_')}", f"bcg.enabled={bundle}"],
+         f"runner.out_dir={tempfile.mkdtemp(prefix='bcgd_syncs_')}", f"bcg.enabled={bundle}", *sets],
     )  # fmt: skip
     tr = Trainer(cfg)
     for _ in range(warmup):
@@ -235,12 +239,15 @@ def _port() -> int:
 
 
 def _child(flag: str, tree: Path, args, bundle: bool) -> tuple[Path, list[str], dict]:  # noqa: ANN001
-    """(result path, command, environment) of one measurement process of ``tree`` (``flag``: its kind)."""
+    """(result path, command, environment) of one measurement process of ``tree`` (``flag``: its kind); the
+    ``--set`` overrides go to this tree's cases only, never to the reference commit's (``before``)."""
     out = Path(tempfile.mkdtemp(prefix="bcgd_tt_")) / "r.json"
     cmd = [sys.executable, str(HERE), flag, str(out), "--envs", str(args.envs), "--horizon",
            str(args.horizon), "--iterations", str(args.iterations), "--warmup", str(args.warmup)]  # fmt: skip
     if bundle:
         cmd.append("--_bundle")
+    if tree == TREE:
+        cmd += [f"--_set={s}" for s in args.set]
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
     env["PYTHONPATH"] = str(tree)
     return out, cmd, env
@@ -291,15 +298,17 @@ def main() -> None:
     ap.add_argument("--no-gloo", action="store_true", help="skip the N-rank case with gloo's all-reduce")
     ap.add_argument("--no-syncs", action="store_true", help="skip the host_syncs section")
     ap.add_argument("--syncs-only", action="store_true", help="only the host_syncs section")
+    ap.add_argument("--set", nargs="*", default=[], help="config overrides of this tree's cases (not before's)")
+    ap.add_argument("--_set", action="append", default=[], help=argparse.SUPPRESS)
     ap.add_argument("--_measure", type=str, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--_syncs", type=str, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--_bundle", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args._measure:
-        _measure(args.envs, args.horizon, args.iterations, args.warmup, args._bundle, args._measure)
+        _measure(args.envs, args.horizon, args.iterations, args.warmup, args._bundle, args._measure, args._set)
         return
     if args._syncs:
-        _measure_syncs(args.envs, args.horizon, args.iterations, args.warmup, args._bundle, args._syncs)
+        _measure_syncs(args.envs, args.horizon, args.iterations, args.warmup, args._bundle, args._syncs, args._set)
         return
     trees = {"now_1proc": (TREE, 1, True), f"now_{args.ranks}ranks": (TREE, args.ranks, True)}
     if not args.no_gloo:
@@ -308,7 +317,13 @@ def main() -> None:
         trees = {"before": (args.before_tree, 1, True), **trees}
     variants = {"plain": False} if args.no_bundle else {"plain": False, "bcg": True}
     results: dict = {
-        "config": {"envs": args.envs, "horizon": args.horizon, "iterations": args.iterations, "rounds": args.rounds}
+        "config": {
+            "envs": args.envs,
+            "horizon": args.horizon,
+            "iterations": args.iterations,
+            "rounds": args.rounds,
+            "set": args.set,
+        }
     }
     if not args.no_syncs:
         sync_trees = {"now": TREE} if args.before_tree is None else {"before": args.before_tree, "now": TREE}
