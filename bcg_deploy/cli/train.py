@@ -404,6 +404,8 @@ def _header(cfg: TrainConfig, resume: Path | None, notes: list[str], world) -> N
     src = _motion_text(cfg, resume)
     b = cfg.bcg
     bcg_note = f"BCG B {b.num_branches} H {b.horizon} tau {b.tau:g} N" if b.enabled else "plain SHAC (no BCG)"
+    if cfg.shac.critic_bf16:
+        bcg_note += "  critic regression bf16"
     if cfg.algo == "ppo":
         bcg_note = "PPO (rsl_rl, forward-only simulator)"
     horizon_now = getattr(cfg.ppo if cfg.algo == "ppo" else cfg.shac, _horizon_field(cfg))
@@ -416,8 +418,20 @@ def _header(cfg: TrainConfig, resume: Path | None, notes: list[str], world) -> N
         + (f"  (resume {resume})" if resume else ""),
         soft_wrap=True,
     )
-    for note in notes:
+    for note in notes + _precision_notes(cfg):
         console.print(f"note: {note}", highlight=False, soft_wrap=True)
+
+
+def _precision_notes(cfg: TrainConfig) -> list[str]:
+    """A bf16 critic regression on a device that converts bf16 in software is slower than float32: say so."""
+    if not cfg.shac.critic_bf16 or cfg.algo == "ppo":
+        return []
+    from bcg_deploy.training.device import native_bf16
+
+    if native_bf16(cfg.runner.device):
+        return []
+    return [f"shac.critic_bf16 on {cfg.runner.device}, which has no bf16 matrix hardware (AVX512-BF16, AMX or a "
+            "CUDA 8.0+ GPU): expect it slower than float32"]  # fmt: skip
 
 
 def _motion_text(cfg: TrainConfig, resume: Path | None) -> str:

@@ -198,9 +198,10 @@ class SHACCfg:
     num_critics: int = 3
     """Ensemble size; the value is the mean."""
     critic_bf16: bool = False
-    """Run the critic regression's forward pass under bf16 autocast (CPUs with AMX / AVX-512 bf16, GPUs).
-    Off by default: the actor, reward and simulator chain and the target critic stay float32 either way
-    (bench/critic_precision.py compares the learning curves)."""
+    """Run the critic regression's forward pass under bf16 autocast (fast on CPUs with AVX512-BF16 or AMX and
+    on GPUs; other CPUs convert bf16 in software, slower than float32). The actor, reward and simulator chain
+    and the target critic stay float32 either way. Off by default: at the paper's size its learning curve was
+    not shown equal to float32's (bench/critic_precision.py, D38)."""
     critic_iterations: int = 16
     critic_minibatches: int = 4
     target_alpha: float = 0.995

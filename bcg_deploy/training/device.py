@@ -2,6 +2,8 @@
 
 - ``resolve_device(name)``: one concrete ``torch.device`` ("cpu" or "cuda:N"; a bare "cuda" is torch's
   current CUDA device), the same one torch and Warp then use (``diffsim.simulator.resolve_device``).
+- ``native_bf16(device)``: whether ``device`` multiplies bf16 in hardware (``bcgd train`` notes a
+  ``shac.critic_bf16`` run on a device that does not).
 - ``configure_numerics(device, tf32=False, deterministic=False)``: pins TF32 OFF for CUDA matmuls and cuDNN
   whatever the environment or an earlier import set (``NVIDIA_TF32_OVERRIDE``, ``torch.backends``
   flags), sets float32 matmul precision to "highest", and with ``deterministic`` turns on torch's
@@ -14,7 +16,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -25,6 +29,28 @@ from bcg_deploy.diffsim.simulator import resolve_device as _resolve
 def resolve_device(name: str | torch.device) -> torch.device:
     """``name`` as one concrete device ("cuda" -> "cuda:N" with N torch's current device)."""
     return torch.device(_resolve(name))
+
+
+def native_bf16(device: torch.device | str) -> bool:
+    """True when ``device`` multiplies bf16 matrices in hardware: a CUDA device of compute capability 8.0 or
+    later, or a CPU whose flags (``/proc/cpuinfo``) list AVX512-BF16 or AMX-BF16. Other CPUs convert bf16 in
+    software, which is slower than float32."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.is_available() and torch.cuda.get_device_capability(device) >= (8, 0)
+    if device.type != "cpu":
+        return False
+    return bool(_cpu_flags() & {"avx512_bf16", "amx_bf16"})
+
+
+@functools.cache
+def _cpu_flags() -> frozenset[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    line = next((x for x in text.splitlines() if x.startswith("flags")), "")
+    return frozenset(line.split(":", 1)[-1].split())
 
 
 def numerics_state() -> dict[str, Any]:

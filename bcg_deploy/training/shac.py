@@ -419,13 +419,15 @@ class SHAC(nn.Module):
             self.counters["critic_skipped"] += 1
             return {"critic_loss": float("nan")}
         grads = self._critic_grads()
+        bf16 = cfg.critic_bf16
+        xs = x.to(torch.bfloat16) if bf16 else x  # autocast's cast of every minibatch, done once (same values)
         k = self.critic.num
         last = torch.full((), float("nan"), dtype=x.dtype, device=x.device)
         for batches in self._minibatches(total, rows, x.device):
             losses, oks = [], []
             for idx, count in batches:
-                with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=cfg.critic_bf16):
-                    pred = self.critic.each(x[idx])
+                with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=bf16):
+                    pred = self.critic.each(xs[idx])
                 loss = (pred.to(y.dtype) - y[idx]).square().sum(dim=-1).sum() / count
                 grads.zero_()
                 loss.backward()

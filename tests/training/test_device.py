@@ -81,3 +81,27 @@ def test_cuda_runs_default_to_gpu_sized_batches(tmp_path):
     assert cfg(128, "cuda").env.num_envs == 128
     assert cfg(None, "cuda", ["env.num_envs=256"]).env.num_envs == 256
     assert cfg(None, "cpu").env.num_envs == 128
+
+
+def test_native_bf16_reads_the_cpu_flags(monkeypatch):
+    """A CPU multiplies bf16 in hardware when it reports AVX512-BF16 or AMX-BF16; AVX-512 alone converts in
+    software (slower than float32), so it does not count."""
+    import bcg_deploy.training.device as device_module
+
+    for flags, expected in (({"avx2", "avx512f"}, False), ({"avx512f", "avx512_bf16"}, True), ({"amx_bf16"}, True)):
+        monkeypatch.setattr(device_module, "_cpu_flags", lambda flags=flags: frozenset(flags))
+        assert device_module.native_bf16("cpu") is expected
+
+
+def test_bcgd_train_notes_a_bf16_critic_without_bf16_hardware(monkeypatch):
+    """``shac.critic_bf16`` on a device that converts bf16 in software gets a header note; on bf16 hardware, or
+    with the switch off, none."""
+    import bcg_deploy.training.device as device_module
+    from bcg_deploy.cli.train import _precision_notes
+
+    for native in (False, True):
+        monkeypatch.setattr(device_module, "native_bf16", lambda device, native=native: native)
+        for bf16 in (False, True):
+            notes = _precision_notes(tiny_cfg(f"shac.critic_bf16={bf16}"))
+            assert len(notes) == int(bf16 and not native), (native, bf16, notes)
+            assert all("slower than float32" in n for n in notes)
