@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from bcg_deploy.fileio import atomic_write_json
+from bcg_deploy.training.device import cpu_flags
 from bcg_deploy.training.distributed import World
 from bcg_deploy.training.flat_grads import FlatGrads
 from bcg_deploy.training.networks import CriticEnsemble
@@ -29,15 +30,6 @@ from bcg_deploy.training.shac import clip_and_sanitize, fused_adam
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PEERS = ("adam", "fused", "fused_bf16")
-
-
-def _cpu_flags() -> list[str]:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return []
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
-    return sorted(f for f in flags if f.startswith(("amx", "avx512_bf16")))
 
 
 def _ms_per_step(peer: str, rows: int, steps: int) -> float:
@@ -81,7 +73,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=RESULTS / "critic_step.json")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    result: dict = {"cpu": platform.processor() or platform.machine(), "cpu_bf16_flags": _cpu_flags(), "rows": {}}
+    bf16_flags = sorted(f for f in cpu_flags() if f.startswith(("amx", "avx512_bf16")))
+    result: dict = {"cpu": platform.processor() or platform.machine(), "cpu_bf16_flags": bf16_flags, "rows": {}}
     for rows in args.rows:
         runs = {p: [] for p in PEERS}
         for _ in range(args.repeats):  # interleaved, so that a busy spell hits every peer

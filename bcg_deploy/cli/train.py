@@ -426,9 +426,9 @@ def _precision_notes(cfg: TrainConfig) -> list[str]:
     """A bf16 critic regression on a device that converts bf16 in software is slower than float32: say so."""
     if not cfg.shac.critic_bf16 or cfg.algo == "ppo":
         return []
-    from bcg_deploy.training.device import native_bf16
+    from bcg_deploy.training.device import native_bf16, resolve_device
 
-    if native_bf16(cfg.runner.device):
+    if native_bf16(resolve_device(cfg.runner.device)):
         return []
     return [f"shac.critic_bf16 on {cfg.runner.device}, which has no bf16 matrix hardware (AVX512-BF16, AMX or a "
             "CUDA 8.0+ GPU): expect it slower than float32"]  # fmt: skip

@@ -3,7 +3,7 @@
 - ``resolve_device(name)``: one concrete ``torch.device`` ("cpu" or "cuda:N"; a bare "cuda" is torch's
   current CUDA device), the same one torch and Warp then use (``diffsim.simulator.resolve_device``).
 - ``native_bf16(device)``: whether ``device`` multiplies bf16 in hardware (``bcgd train`` notes a
-  ``shac.critic_bf16`` run on a device that does not).
+  ``shac.critic_bf16`` run on a device that does not); ``cpu_flags()``: the CPU's flags it reads.
 - ``configure_numerics(device, tf32=False, deterministic=False)``: pins TF32 OFF for CUDA matmuls and cuDNN
   whatever the environment or an earlier import set (``NVIDIA_TF32_OVERRIDE``, ``torch.backends``
   flags), sets float32 matmul precision to "highest", and with ``deterministic`` turns on torch's
@@ -40,11 +40,11 @@ def native_bf16(device: torch.device | str) -> bool:
         return torch.cuda.is_available() and torch.cuda.get_device_capability(device) >= (8, 0)
     if device.type != "cpu":
         return False
-    return bool(_cpu_flags() & {"avx512_bf16", "amx_bf16"})
+    return bool(cpu_flags() & {"avx512_bf16", "amx_bf16"})
 
 
 @functools.cache
-def _cpu_flags() -> frozenset[str]:
+def cpu_flags() -> frozenset[str]:
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:

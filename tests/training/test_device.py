@@ -89,7 +89,7 @@ def test_native_bf16_reads_the_cpu_flags(monkeypatch):
     import bcg_deploy.training.device as device_module
 
     for flags, expected in (({"avx2", "avx512f"}, False), ({"avx512f", "avx512_bf16"}, True), ({"amx_bf16"}, True)):
-        monkeypatch.setattr(device_module, "_cpu_flags", lambda flags=flags: frozenset(flags))
+        monkeypatch.setattr(device_module, "cpu_flags", lambda flags=flags: frozenset(flags))
         assert device_module.native_bf16("cpu") is expected
 
 
