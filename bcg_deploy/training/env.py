@@ -337,23 +337,27 @@ class ImitationEnv:
         return self._observation(self.q, self.qd, self.last_action)
 
     def _observation(
-        self, q: torch.Tensor, qd: torch.Tensor, last_action: torch.Tensor, transforms: torch.Tensor | None = None
+        self,
+        q: torch.Tensor,
+        qd: torch.Tensor,
+        last_action: torch.Tensor,
+        transforms: torch.Tensor | None = None,
+        frame: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """The profile's observation of (q, qd) at the current frames (deployable profiles read the action);
-        ``transforms``: the world body transforms of ``q`` if already computed (reused by the paper's)."""
+        """The profile's observation of (q, qd) at ``frame`` (default: the envs' current frames; deployable
+        profiles read the action); ``transforms``: the world body transforms of ``q`` if already computed
+        (reused by the paper's)."""
+        frame = self.frame if frame is None else frame
         if self._reads_action:
-            return self.obs_module(q, qd, self.frame, last_action, transforms=transforms)
-        return self.obs_module(q, qd, self.frame, transforms=transforms)
+            return self.obs_module(q, qd, frame, last_action, transforms=transforms)
+        return self.obs_module(q, qd, frame, transforms=transforms)
 
     @torch.no_grad()
     def _fresh_observation(self, rows: torch.Tensor) -> torch.Tensor:
         """Observation [n, O] of the just-reset ``rows`` alone. Their state, frame and last action are fresh
         detached draws, so nothing upstream has a gradient through them (the same maths as observing all E
         rows and selecting these, at n/E of the forward cost and none of the backward)."""
-        q, qd, frame, last = self.q[rows], self.qd[rows], self.frame[rows], self.last_action[rows]
-        if self._reads_action:
-            return self.obs_module(q, qd, frame, last)
-        return self.obs_module(q, qd, frame)
+        return self._observation(self.q[rows], self.qd[rows], self.last_action[rows], frame=self.frame[rows])
 
     def noisy(self, obs: torch.Tensor) -> torch.Tensor:
         """The actor's training input: per-term noise U(-n, n) (scaled) when enabled."""
@@ -451,15 +455,14 @@ class ImitationEnv:
         self.last_action = action
         self.q, self.qd = q_next, qd_next
         obs = obs_before
-        if self.fixed_shapes:
+        if self.fixed_shapes or bool(done.any()):
             self.q, self.qd = self._reset_rows(done, self.q, self.qd)
             self.transition.reset(done)
-            obs = torch.where(done[:, None], self.observe(), obs_before)
-        elif bool(done.any()):
-            self.q, self.qd = self._reset_rows(done, self.q, self.qd)
-            self.transition.reset(done)
-            rows = done.nonzero().squeeze(-1)
-            obs = obs_before.index_copy(0, rows, self._fresh_observation(rows))
+            if self.fixed_shapes:  # no host read: every row observed, the reset ones selected
+                obs = torch.where(done[:, None], self.observe(), obs_before)
+            else:
+                rows = done.nonzero().squeeze(-1)
+                obs = obs_before.index_copy(0, rows, self._fresh_observation(rows))
         return StepOut(
             obs=obs,
             reward=reward,
