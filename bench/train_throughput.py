@@ -13,6 +13,12 @@ step, critic updates, normalisers, discriminator. Reported: seconds per iteratio
 projected wall-clock of 3000 iterations, the time shares (simulator forward and backward inside the plain
 transition, the rest of the rollout and backward, critic, normalisers, discriminator), the speed-up over
 ``before``, the BCG / plain ratio and the scaling efficiency (1-process time / (N x N-rank time)).
+Each case also reports its ``floor``: the critic regression's matmul operations per rank and iteration (from
+the config: 16 passes x 4 minibatches of the 3-critic ensemble) at this core's matmul rate, measured on the
+critic's first-layer shape with every rank measuring at once, plus (plain SHAC) the simulator kernels' measured
+time. No change of the same maths makes an iteration cheaper than that on this machine; ``floor_<N>ranks_over_
+before`` sets it against the reference commit's iteration (the issue's target is 1/3), and ``rest_s`` is what
+is left above it (every other op: the actor, observations, ADD, the critic's elementwise ops, Adam, the sums).
 A section of its own, ``host_syncs`` (skip with ``--no-syncs``; alone with ``--syncs-only``): per tree
 (before, now) and variant, the host syncs of one iteration counted by ``training/syncs.py`` (loaded by path
 from THIS tree into each tree's process, so the old code is counted by the same hook): the call sites that
@@ -119,12 +125,63 @@ def _measure(envs: int, horizon: int, iterations: int, warmup: int, bundle: bool
         "world_size": 1 if world is None else world.size,
         "critic_bf16": bool(getattr(cfg.shac, "critic_bf16", False)),
     }
+    r["floor"] = _floor(cfg, roll.obs_norm.shape[-1], envs * horizon, world, share, total / n)
     if world is None or world.is_main:
         Path(out).write_text(json.dumps(r))
     if world is not None:
         from bcg_deploy.training.distributed import shutdown
 
         shutdown()
+
+
+def _critic_flops(obs_dim: int, hidden: tuple[int, ...], num: int, rows: int) -> float:
+    """Floating-point operations of one critic-ensemble optimiser step on ``rows`` samples: the matmuls of the
+    forward pass, of the weight gradients (the same count) and of the input gradients of every layer but the
+    first (the samples need none); a multiply-add counts 2."""
+    widths = [obs_dim, *hidden, 1]
+    layers = [num * a * b for a, b in zip(widths[:-1], widths[1:], strict=True)]
+    return 2.0 * rows * (2 * sum(layers) + sum(layers[1:]))
+
+
+def _gemm_rate(rows: int, obs_dim: int, cols: int, dtype, world) -> float:  # noqa: ANN001
+    """This core's matmul rate (FLOP/s) on the critic's first layer ([rows, O] x [O, cols], forward and weight
+    gradient), every rank measuring at once (as in training, all cores busy): the median of 15 bursts."""
+    import torch
+
+    x, w, g = torch.randn(rows, obs_dim), torch.randn(cols, obs_dim), torch.randn(rows, cols)
+    x, w, g = x.to(dtype), w.to(dtype), g.to(dtype)
+    if world is not None:
+        world.barrier()
+    bursts = []
+    for _ in range(16):
+        t0 = time.perf_counter()
+        for _ in range(4):
+            x @ w.T
+            g.T @ x
+        bursts.append(time.perf_counter() - t0)
+    flops = 4 * 2.0 * 2 * rows * obs_dim * cols
+    return flops / sorted(bursts[1:])[len(bursts[1:]) // 2]
+
+
+def _floor(cfg, obs_dim: int, samples: int, world, share: dict, seconds: float) -> dict:  # noqa: ANN001
+    """What no code change of the same maths can go below on this machine: the critic regression's matmuls at
+    this core's measured matmul rate, plus (plain SHAC) the simulator kernels' measured time, per iteration."""
+    import torch
+
+    s = cfg.shac
+    ws = 1 if world is None else world.size
+    rows = max(1, samples // s.critic_minibatches // ws)  # this rank's part of one minibatch
+    hidden, num = tuple(s.critic_hidden), int(getattr(s, "num_critics", 1))
+    dtype = torch.bfloat16 if getattr(s, "critic_bf16", False) else torch.float32
+    steps = s.critic_iterations * s.critic_minibatches
+    flops = steps * _critic_flops(obs_dim, hidden, num, rows)
+    rate = _gemm_rate(rows, obs_dim, num * hidden[0], dtype, world)
+    out = {"critic_gflop": flops / 1e9, "gemm_gflops": rate / 1e9, "critic_matmul_s": flops / rate}
+    sim = share.get("sim_forward", 0.0) + share.get("sim_backward", 0.0)
+    out["sim_kernels_s"] = sim * seconds
+    out["seconds"] = out["critic_matmul_s"] + out["sim_kernels_s"]
+    out["rest_s"] = seconds - out["seconds"]
+    return out
 
 
 def _timed(base, sim, clock):  # noqa: ANN001, ANN202
@@ -355,6 +412,7 @@ def main() -> None:
         v["scaling_efficiency"] = one / (args.ranks * many)
         if "before" in v:
             b = v["before"]["seconds_per_iteration"]
+            v[f"floor_{args.ranks}ranks_over_before"] = v[f"now_{args.ranks}ranks"]["floor"]["seconds"] / b
             v["speedup_1proc_vs_before"] = b / one
             v[f"speedup_{args.ranks}ranks_vs_before"] = b / many
             v[f"{args.ranks}ranks_over_before"] = many / b
@@ -376,6 +434,8 @@ def main() -> None:
             r = results[vname][cname]
             proj = r["projected_3000_iterations_min"]
             print(f"train_throughput.{vname}.{cname}.projected_3000_iterations_min: {proj:.1f}")
+            for k, val in r.get("floor", {}).items():
+                print(f"train_throughput.{vname}.{cname}.floor.{k}: {val:.3f}")
     for c, val in results.get("bcg_over_plain", {}).items():
         print(f"train_throughput.bcg_over_plain.{c}: {val:.3f}")
     print(f"wrote {out}")
