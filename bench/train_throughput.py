@@ -16,9 +16,11 @@ transition, the rest of the rollout and backward, critic, normalisers, discrimin
 Each case also reports its ``floor``: the critic regression's matmul operations per rank and iteration (from
 the config: 16 passes x 4 minibatches of the 3-critic ensemble) at this core's matmul rate, measured on the
 critic's first-layer shape with every rank measuring at once, plus (plain SHAC) the simulator kernels' measured
-time. No change of the same maths makes an iteration cheaper than that on this machine; ``floor_<N>ranks_over_
-before`` sets it against the reference commit's iteration (the issue's target is 1/3), and ``rest_s`` is what
-is left above it (every other op: the actor, observations, ADD, the critic's elementwise ops, Adam, the sums).
+time (not measured inside the bundled transition: ``null`` for SHAC + BCG, whose floor is then the critic's
+alone). Unless the simulator's kernels or this core's matmuls get faster, no change of the same maths makes an
+iteration cheaper than that; ``floor_<N>ranks_over_before`` sets it against the reference commit's iteration (the
+issue's target is 1/3), and ``rest_s`` is what is left above it (every other op: the actor, observations, ADD,
+the critic's elementwise ops, Adam, the sums).
 A section of its own, ``host_syncs`` (skip with ``--no-syncs``; alone with ``--syncs-only``): per tree
 (before, now) and variant, the host syncs of one iteration counted by ``training/syncs.py`` (loaded by path
 from THIS tree into each tree's process, so the old code is counted by the same hook): the call sites that
@@ -165,8 +167,9 @@ def _gemm_rate(rows: int, obs_dim: int, cols: int, dtype, world) -> float:  # no
 
 
 def _floor(cfg, obs_dim: int, samples: int, world, share: dict, seconds: float) -> dict:  # noqa: ANN001
-    """What no code change of the same maths can go below on this machine: the critic regression's matmuls at
-    this core's measured matmul rate, plus (plain SHAC) the simulator kernels' measured time, per iteration."""
+    """A lower bound of the iteration (s) for the same maths on this machine, unless the simulator's kernels or
+    the core's matmuls get faster: the critic regression's matmuls at this core's measured matmul rate, plus the
+    simulator kernels' measured time (plain SHAC; None where the bundled transition hides it)."""
     import torch
 
     s = cfg.shac
@@ -178,9 +181,9 @@ def _floor(cfg, obs_dim: int, samples: int, world, share: dict, seconds: float) 
     flops = steps * _critic_flops(obs_dim, hidden, num, rows)
     rate = _gemm_rate(rows, obs_dim, num * hidden[0], dtype, world)
     out = {"critic_gflop": flops / 1e9, "gemm_gflops": rate / 1e9, "critic_matmul_s": flops / rate}
-    sim = share.get("sim_forward", 0.0) + share.get("sim_backward", 0.0)
-    out["sim_kernels_s"] = sim * seconds
-    out["seconds"] = out["critic_matmul_s"] + out["sim_kernels_s"]
+    sim = share["sim_forward"] + share["sim_backward"] if "sim_forward" in share else None
+    out["sim_kernels_s"] = None if sim is None else sim * seconds
+    out["seconds"] = out["critic_matmul_s"] + (out["sim_kernels_s"] or 0.0)
     out["rest_s"] = seconds - out["seconds"]
     return out
 
@@ -436,7 +439,8 @@ def main() -> None:
             proj = r["projected_3000_iterations_min"]
             print(f"train_throughput.{vname}.{cname}.projected_3000_iterations_min: {proj:.1f}")
             for k, val in r.get("floor", {}).items():
-                print(f"train_throughput.{vname}.{cname}.floor.{k}: {val:.3f}")
+                shown = "not measured" if val is None else f"{val:.3f}"
+                print(f"train_throughput.{vname}.{cname}.floor.{k}: {shown}")
     for c, val in results.get("bcg_over_plain", {}).items():
         print(f"train_throughput.bcg_over_plain.{c}: {val:.3f}")
     print(f"wrote {out}")
