@@ -1,8 +1,10 @@
-"""Shared test helpers: where ../shared is, and a skip when it is absent."""
+"""Shared test helpers: where ../shared is, a skip when it is absent, and loading a script of the repo."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -17,3 +19,12 @@ def require_shared(path: Path) -> Path:
     if not path.exists():
         pytest.skip(f"{path} not present (../shared is only on development machines)")
     return path
+
+
+def load_script(relative: str) -> ModuleType:
+    """The module of a script outside the package (``tools/...``, ``bench/...``), loaded from its file."""
+    path = REPO / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

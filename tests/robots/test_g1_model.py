@@ -168,11 +168,7 @@ def test_home_pose_stands_on_the_floor(model):
 
 def test_authoring_tool_reproduces_the_packaged_model(facts):
     """The committed MJCF is exactly what tools/author_g1_mjcf.py writes from the facts."""
-    import importlib.util
+    from tests.conftest import load_script
 
-    from tests.conftest import REPO
-
-    spec = importlib.util.spec_from_file_location("author", REPO / "tools" / "author_g1_mjcf.py")
-    author = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(author)
+    author = load_script("tools/author_g1_mjcf.py")
     assert author.author_robot(facts) == load_robot("g1").mjcf_path.read_text()

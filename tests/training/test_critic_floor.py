@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from bcg_deploy.training.networks import CriticEnsemble
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "train_throughput.py"
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("train_throughput", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from tests.conftest import load_script
 
 
 @pytest.mark.parametrize(("obs_dim", "hidden", "num", "rows"), [(849, (256, 256), 3, 256), (37, (16, 8, 4), 2, 5)])
@@ -29,4 +18,5 @@ def test_critic_flops_match_torch_flop_counter(obs_dim: int, hidden: tuple[int, 
     with FlopCounterMode(display=False) as counter:
         loss = (critic.each(x) - y).square().sum()
         loss.backward()
-    assert _bench()._critic_flops(obs_dim, hidden, num, rows) == counter.get_total_flops()
+    bench = load_script("bench/train_throughput.py")
+    assert bench._critic_flops(obs_dim, hidden, num, rows) == counter.get_total_flops()
