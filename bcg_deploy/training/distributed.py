@@ -362,8 +362,8 @@ def launch_local(argv: Sequence[str], nproc: int, stop_grace_s: float = 10.0, sa
             bad = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
             if bad and all(c == INTERRUPTED_EXIT for _, c in bad):  # Ctrl-C reached the ranks: they saved
                 asked.note(signal.SIGINT)
-            elif bad:  # the cause, not a rank that only lost its peers
-                failed = min(bad, key=lambda ic: (ic[1] == LOST_PEERS_EXIT, ic[0]))
+            elif bad:
+                failed = first_cause(bad)
             elif all(c == 0 for c in codes):
                 return 0
             else:
@@ -378,6 +378,15 @@ def launch_local(argv: Sequence[str], nproc: int, stop_grace_s: float = 10.0, sa
         return 128 + int(asked.signum)
     rank, code = failed
     raise RankFailed(rank, code)
+
+
+def first_cause(failed: Sequence[tuple[int, int]]) -> tuple[int, int]:
+    """Of the (rank, exit code) pairs seen failed at one poll, the one to report: the lowest rank that did not
+    only die of another's death. A rank that lost its peers (``LOST_PEERS_EXIT``) or was aborted by its runtime
+    (SIGABRT: gloo's threads call std::terminate when a peer's connection vanishes) is a consequence whenever
+    another rank failed too."""
+    consequence = (LOST_PEERS_EXIT, -int(signal.SIGABRT))
+    return min(failed, key=lambda rc: (rc[1] in consequence, rc[0]))
 
 
 class StopRequest:

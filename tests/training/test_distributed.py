@@ -133,3 +133,16 @@ def test_env_state_round_trips_across_world_sizes() -> None:
 def test_default_nproc_keeps_eight_envs_per_rank() -> None:
     assert dd.default_nproc(8, "cpu") == 1
     assert dd.default_nproc(64, "cpu") == min(len(os.sched_getaffinity(0)), 8)
+
+
+def test_the_reported_failure_is_the_cause_not_its_consequence() -> None:
+    """When several ranks are seen failed at once, the launcher names the one that did not only die of
+    another's death: a rank that lost its peers or was aborted by its runtime (SIGABRT) comes last."""
+    import signal
+
+    kill, abort, lost = -int(signal.SIGKILL), -int(signal.SIGABRT), dd.LOST_PEERS_EXIT
+    assert dd.first_cause([(0, abort), (1, kill)]) == (1, kill)
+    assert dd.first_cause([(0, lost), (1, 1)]) == (1, 1)
+    assert dd.first_cause([(0, lost), (1, abort)]) == (0, lost)
+    assert dd.first_cause([(0, kill), (1, kill)]) == (0, kill)
+    assert dd.first_cause([(1, abort)]) == (1, abort)  # alone, an abort is the cause
