@@ -1,6 +1,6 @@
 """The distribution of BCG's joint-space branch offsets, and how often a per-joint clamp would bind.
 
-BCG (METHOD.md section 4, ``training/bcg.py``) maps Cartesian foot perturbations (sigma_p 1 cm, sigma_v
+BCG (METHOD.md section 4, ``training/algorithms/bcg.py``) maps Cartesian foot perturbations (sigma_p 1 cm, sigma_v
 2 cm/s) to joint offsets dq = J+ dp, dqd = J+ dv through the damped pseudoinverse of the foot's 3 x 6
 positional Jacobian. An earlier version of the paper's parameter table lists |dq| <= 0.1 rad and
 |dqd| <= 0.5 rad/s (``bcg.max_dq`` / ``bcg.max_dqd``, off by default). This bench records the offsets
@@ -39,7 +39,7 @@ import torch
 from bench_common import make_trainer, write_report
 
 from bcg_deploy.training import checkpoint as ckpt_io
-from bcg_deploy.training.bcg import BundledTransition, foot_jacobian
+from bcg_deploy.training.algorithms.bcg import BundledTransition, foot_jacobian
 from bcg_deploy.training.runner import Trainer, resume_config
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -22,11 +22,11 @@ from pathlib import Path
 import torch
 
 from bcg_deploy.fileio import atomic_write_json
+from bcg_deploy.training.algorithms.shac import clip_and_sanitize, fused_adam
 from bcg_deploy.training.device import cpu_flags
-from bcg_deploy.training.distributed import World
-from bcg_deploy.training.flat_grads import FlatGrads
 from bcg_deploy.training.networks import CriticEnsemble
-from bcg_deploy.training.shac import clip_and_sanitize, fused_adam
+from bcg_deploy.training.parallel.distributed import World
+from bcg_deploy.training.parallel.flat_grads import FlatGrads
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PEERS = ("adam", "fused", "fused_bf16")

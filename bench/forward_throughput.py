@@ -56,11 +56,11 @@ def bench_sim(robot, num_envs: int, control_steps: int, repeats: int) -> dict:
 
 def bench_env(num_envs: int, control_steps: int, repeats: int) -> dict:
     """``ImitationVecEnv.step`` (PPO's env step) on the dance clip with random pre-tanh actions."""
-    from bcg_deploy.training.add import ADD
     from bcg_deploy.training.config import TrainConfig
-    from bcg_deploy.training.env import ImitationEnv
+    from bcg_deploy.training.env.add import ADD
+    from bcg_deploy.training.env.imitation import ImitationEnv
+    from bcg_deploy.training.env.vec_env import ImitationVecEnv
     from bcg_deploy.training.runner import load_motion
-    from bcg_deploy.training.vec_env import ImitationVecEnv
 
     cfg = TrainConfig()
     cfg.env.num_envs = num_envs

@@ -37,11 +37,11 @@ def _worker(rank: int, size: int, port: int, steps: int, repeats: int, out: str)
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=size)
-    from bcg_deploy.training.distributed import World
-    from bcg_deploy.training.flat_grads import FlatGrads
-    from bcg_deploy.training.host_reduce import TSO_MACHINES, HostReducer
+    from bcg_deploy.training.algorithms.shac import clip_and_sanitize
     from bcg_deploy.training.networks import CriticEnsemble
-    from bcg_deploy.training.shac import clip_and_sanitize
+    from bcg_deploy.training.parallel.distributed import World
+    from bcg_deploy.training.parallel.flat_grads import FlatGrads
+    from bcg_deploy.training.parallel.host_reduce import TSO_MACHINES, HostReducer
 
     sizes = [32] * size
     gloo = World(rank=rank, size=size, env_sizes=sizes, host=HostReducer.join(rank, size, spin=False))
@@ -104,7 +104,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=RESULTS / "grad_sum.json")
     args = ap.parse_args()
     from bcg_deploy.fileio import atomic_write_json
-    from bcg_deploy.training.distributed import free_port
+    from bcg_deploy.training.parallel.distributed import free_port
 
     tmp = Path(tempfile.mkdtemp(prefix="bcgd_gs_")) / "runs.json"
     mp.start_processes(_worker, args=(args.ranks, free_port(), args.steps, args.repeats, str(tmp)),

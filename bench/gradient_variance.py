@@ -36,8 +36,8 @@ import numpy as np
 import torch
 from bench_common import make_trainer, write_report
 
-from bcg_deploy.training.bcg import BundledTransition
-from bcg_deploy.training.env import SimTransition, TransitionOut
+from bcg_deploy.training.algorithms.bcg import BundledTransition
+from bcg_deploy.training.env.imitation import SimTransition, TransitionOut
 from bcg_deploy.training.runner import Trainer
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -47,9 +47,9 @@ from bcg_deploy.export.graph import RAW_INPUTS, build_policy, build_reference_po
 from bcg_deploy.export.obs_graph import FastRawPolicy
 from bcg_deploy.export.parity import clip_states, raw_inputs
 from bcg_deploy.fileio import atomic_write_json
+from bcg_deploy.observations.paper import ObservationModule
 from bcg_deploy.training.networks import Actor
 from bcg_deploy.training.normalizer import RunningNormalizer
-from bcg_deploy.training.observations import ObservationModule
 
 
 def _stats(ts: np.ndarray, batch: int) -> dict:

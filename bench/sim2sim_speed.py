@@ -57,12 +57,12 @@ def untrained_policy(tmp: Path, motion_name: str) -> Path:
 
     from bcg_deploy.export import ExportConfig, export_policy
     from bcg_deploy.motions import load_task_motion
+    from bcg_deploy.observations.paper import ObservationModule
     from bcg_deploy.robots import load_robot
     from bcg_deploy.training.checkpoint import build_checkpoint, save_checkpoint
     from bcg_deploy.training.config import TrainConfig
     from bcg_deploy.training.networks import Actor
     from bcg_deploy.training.normalizer import RunningNormalizer
-    from bcg_deploy.training.observations import ObservationModule
 
     robot = load_robot()
     motion = load_task_motion(motion_name)

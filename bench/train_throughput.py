@@ -6,7 +6,7 @@ with another case):
   single-process speed work), from a git worktree put on ``PYTHONPATH`` (``--before-tree``);
 - ``now_1proc``: this tree, one process;
 - ``now_<N>ranks``: this tree, N data-parallel ranks on this machine, gradients summed through shared
-  memory (``training/host_reduce.py``; ``bcgd train``'s default on a 2-core CPU);
+  memory (``training/parallel/host_reduce.py``; ``bcgd train``'s default on a 2-core CPU);
 - ``now_<N>ranks_gloo``: the same with gloo's all-reduce (``runner.host_reduce=false``; skip: ``--no-gloo``).
 Each for plain SHAC and SHAC + BCG. An iteration is what ``Trainer.step`` runs: rollout, actor backward and
 step, critic updates, normalisers, discriminator. Reported: seconds per iteration, env-steps/s, the
@@ -22,7 +22,7 @@ iteration cheaper than that; ``floor_<N>ranks_over_before`` sets it against the 
 issue's target is 1/3), and ``rest_s`` is what is left above it (every other op: the actor, observations, ADD,
 the critic's elementwise ops, Adam, the sums).
 A section of its own, ``host_syncs`` (skip with ``--no-syncs``; alone with ``--syncs-only``): per tree
-(before, now) and variant, the host syncs of one iteration counted by ``training/syncs.py`` (loaded by path
+(before, now) and variant, the host syncs of one iteration counted by ``training/parallel/syncs.py`` (loaded by path
 from THIS tree into each tree's process, so the old code is counted by the same hook): the call sites that
 would synchronise on CUDA, traced on the CPU, for the code path a CUDA run takes (``env.fixed_shapes``
 on) and for the CPU path; and the process CPU seconds per iteration (one torch thread, Warp's kernels
@@ -65,7 +65,7 @@ def _measure(envs: int, horizon: int, iterations: int, warmup: int, bundle: bool
 
     torch.set_num_threads(1)
     from bcg_deploy.training.config import TrainConfig, apply_overrides
-    from bcg_deploy.training.env import SimTransition
+    from bcg_deploy.training.env.imitation import SimTransition
     from bcg_deploy.training.runner import Trainer
 
     cfg = apply_overrides(
@@ -76,7 +76,7 @@ def _measure(envs: int, horizon: int, iterations: int, warmup: int, bundle: bool
     kw = {}
     world = None
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        from bcg_deploy.training.distributed import world_from_env
+        from bcg_deploy.training.parallel.distributed import world_from_env
 
         world = kw["world"] = world_from_env(envs, "cpu")
     t0 = time.perf_counter()
@@ -131,7 +131,7 @@ def _measure(envs: int, horizon: int, iterations: int, warmup: int, bundle: bool
     if world is None or world.is_main:
         Path(out).write_text(json.dumps(r))
     if world is not None:
-        from bcg_deploy.training.distributed import shutdown
+        from bcg_deploy.training.parallel.distributed import shutdown
 
         shutdown()
 
@@ -229,7 +229,8 @@ def _measure_syncs(
     import torch
 
     torch.set_num_threads(1)
-    spec = importlib.util.spec_from_file_location("bcgd_syncs", TREE / "bcg_deploy" / "training" / "syncs.py")
+    where = [TREE / "bcg_deploy" / "training" / sub / "syncs.py" for sub in ("parallel", ".")]  # now, before the split
+    spec = importlib.util.spec_from_file_location("bcgd_syncs", next(p for p in where if p.exists()))
     syncs = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(syncs)
     from bcg_deploy.training.config import TrainConfig, apply_overrides

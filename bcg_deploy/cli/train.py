@@ -25,7 +25,7 @@ from bcg_deploy.training.config import (
     cuda_defaults,
     ppo_defaults,
 )
-from bcg_deploy.training.distributed import MIN_ENVS_PER_RANK
+from bcg_deploy.training.parallel.distributed import MIN_ENVS_PER_RANK
 
 CHECKPOINT_NAME = "run.pt"
 SNAPSHOT_DIR = "snapshots"  # training.runner's, without importing torch here
@@ -565,7 +565,7 @@ def _distributed_world(cfg, nproc: int | None, nnodes: int, node_rank: int, rdzv
     import os
     import sys
 
-    from bcg_deploy.training import distributed as dd
+    from bcg_deploy.training.parallel import distributed as dd
 
     if "WORLD_SIZE" in os.environ:  # a rank: torchrun's (or our launcher's) environment
         return dd.world_from_env(cfg.env.num_envs, cfg.runner.device, cfg.runner.host_reduce)
@@ -611,7 +611,7 @@ def _stop_signal_interrupts() -> None:
     (set-up, first compile) interrupts, as Ctrl-C does: nothing has been trained to save."""
     import signal
 
-    from bcg_deploy.training.distributed import STOP_SIGNAL, launched_rank
+    from bcg_deploy.training.parallel.distributed import STOP_SIGNAL, launched_rank
 
     if launched_rank():
         signal.signal(STOP_SIGNAL, signal.default_int_handler)
@@ -624,14 +624,14 @@ def _run_rank(fn, world):  # noqa: ANN001, ANN202
     except RuntimeError as exc:
         if not world.distributed:
             raise
-        from bcg_deploy.training.distributed import LOST_PEERS_EXIT, launched_rank
+        from bcg_deploy.training.parallel.distributed import LOST_PEERS_EXIT, launched_rank
 
         if not launched_rank():  # under torchrun each rank reports; our launcher reports for all
             msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
             err_console.print(f"[bold red]error:[/] rank {world.rank}: lost the other ranks ({msg})", highlight=False)
         raise typer.Exit(LOST_PEERS_EXIT) from None
     finally:
-        from bcg_deploy.training.distributed import shutdown
+        from bcg_deploy.training.parallel.distributed import shutdown
 
         shutdown()
 

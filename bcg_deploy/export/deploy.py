@@ -33,11 +33,11 @@ from torch import nn
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.export.graph import REF_KEYS, FoldedNormalizer, trace_module
 from bcg_deploy.export.metadata import _floats, bcgd_keys, csv_keys
+from bcg_deploy.observations.profile import ProfileObservation
 from bcg_deploy.profiles import ObsProfile, get_profile, profile_of_config
 from bcg_deploy.robots import RobotSpec
 from bcg_deploy.training.networks import Actor
 from bcg_deploy.training.normalizer import RunningNormalizer
-from bcg_deploy.training.profile_obs import ProfileObservation
 
 DEPLOY_OPSET = 11
 COMMAND_NAME = "motion"

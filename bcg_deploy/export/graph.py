@@ -31,10 +31,10 @@ from torch import nn
 
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.export.obs_graph import FastRawPolicy, gather_rows
+from bcg_deploy.observations.paper import ObservationModule
 from bcg_deploy.robots import RobotSpec
 from bcg_deploy.training.networks import Actor
 from bcg_deploy.training.normalizer import RunningNormalizer
-from bcg_deploy.training.observations import ObservationModule
 
 RAW_INPUTS = ("base_pos", "base_quat", "base_lin_vel", "base_ang_vel", "joint_pos", "joint_vel", "time_step")
 OBS_INPUTS = ("obs", "time_step")

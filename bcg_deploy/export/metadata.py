@@ -18,8 +18,8 @@ import torch
 
 import bcg_deploy
 from bcg_deploy.export.graph import Signature, input_names, output_names
+from bcg_deploy.observations.paper import raw_input_noise
 from bcg_deploy.robots import RobotSpec
-from bcg_deploy.training.observations import raw_input_noise
 
 EXPORTER_VERSION = f"bcg-deploy {bcg_deploy.__version__} (export format 1)"
 ANCHOR_BODY = "pelvis"  # every robot-relative observation term is anchored on the root (pelvis)

@@ -64,11 +64,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from bcg_deploy.motions import quat
+from bcg_deploy.observations.kinematics import _ROT_QUADRATIC
+from bcg_deploy.observations.paper import FRAME_ARRAYS, ObservationModule
 from bcg_deploy.robots import RobotSpec
-from bcg_deploy.training.kinematics import _ROT_QUADRATIC
+from bcg_deploy.rotations import quat_numpy as quat
 from bcg_deploy.training.networks import Actor
-from bcg_deploy.training.observations import FRAME_ARRAYS, ObservationModule
 
 _X = ("base_pos", "base_quat", "base_lin_vel", "base_ang_vel", "joint_pos", "joint_vel")
 CHAIN = 3

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from bcg_deploy.errors import BcgdError
-from bcg_deploy.motions import quat as Q
 from bcg_deploy.robots import RobotSpec
+from bcg_deploy.rotations import quat_numpy as Q
 
 LAFAN1_FPS = 30.0
 

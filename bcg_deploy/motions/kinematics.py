@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
-from bcg_deploy.motions import quat as Q
 from bcg_deploy.robots import RobotSpec
+from bcg_deploy.rotations import quat_numpy as Q
 
 
 @dataclass(frozen=True, eq=False)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bcg_deploy.motions import quat as Q
+from bcg_deploy.rotations import quat_numpy as Q
 
 
 @dataclass(frozen=True, eq=False)

@@ -18,10 +18,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from bcg_deploy.errors import BcgdError
-from bcg_deploy.motions import quat as Q
 from bcg_deploy.motions.kinematics import contact_points_world, forward_kinematics, to_qpos
 from bcg_deploy.motions.resample import Track
 from bcg_deploy.robots import RobotSpec
+from bcg_deploy.rotations import quat_numpy as Q
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,7 @@ class ObsTerm:
 def make_obs_terms(
     num_bodies: int = 30, num_joints: int = 29, num_key_points: int = 5, future_steps: Sequence[int] = FUTURE_STEPS
 ) -> tuple[ObsTerm, ...]:
-    """The paper observation declaration (order = layout); see ``training/observations.py``."""
+    """The paper observation declaration (order = layout); see ``observations/paper.py``."""
     f = tuple(int(k) for k in future_steps)
     n = len(f)
     hb = "robot heading frame (yaw of root)"

@@ -13,7 +13,7 @@ import mujoco
 import numpy as np
 
 from bcg_deploy.errors import BcgdError
-from bcg_deploy.motions import quat
+from bcg_deploy.rotations import quat_numpy as quat
 
 # ----------------------------------------------------------------------------------------------- latency
 

@@ -93,7 +93,7 @@ class EnvCfg:
     """Reference state initialisation at a random phase (else at frame 0)."""
     adaptive_start: bool = False
     """Draw the random phases by where episodes fail (falls and strays), favouring the seconds before
-    them, instead of uniformly (BeyondMimic's adaptive sampling; ``training/start_sampling.py``, D19)."""
+    them, instead of uniformly (BeyondMimic's adaptive sampling; ``training/env/start_sampling.py``, D19)."""
     adaptive_bin_s: float = 1.0
     """Width of a start bin (s)."""
     adaptive_kernel_bins: int = 3
@@ -259,7 +259,7 @@ class PPOCfg:
 
 @dataclass
 class BCGCfg:
-    """Bundled Contact Gradients (METHOD.md section 4; ``training/bcg.py``). ``enabled=False`` is plain SHAC."""
+    """Bundled Contact Gradients (METHOD.md section 4; ``training/algorithms/bcg.py``); ``enabled=False``: SHAC."""
 
     enabled: bool = False
     """True: SHAC + BCG; False (default): plain SHAC. Off by default because plain SHAC at the paper's 128 envs
@@ -313,7 +313,7 @@ class RunnerCfg:
     N-rank run exactly."""
     host_reduce: bool = True
     """Data-parallel ranks that all run on this machine's CPU sum their gradients through shared memory
-    (/dev/shm; ``training.host_reduce``) instead of gloo's sockets; the same sums. False: gloo."""
+    (/dev/shm; ``training.parallel.host_reduce``) instead of gloo's sockets; the same sums. False: gloo."""
     threads: int = 1
     """torch intra-op threads (0 = torch default). 1 by default: Warp's CPU kernels are single-threaded, so
     use one process per core; measured on a shared 2-core machine, torch's default 2 threads made a
@@ -410,7 +410,7 @@ class TrainConfig:
             if not ok:
                 raise BcgdError(msg)
         if self.bcg.enabled:
-            from bcg_deploy.training.bcg import check_bcg_cfg
+            from bcg_deploy.training.algorithms.bcg import check_bcg_cfg
 
             check_bcg_cfg(self.bcg)
         return self

@@ -23,7 +23,7 @@ from bcg_deploy.motions.motion import Motion
 from bcg_deploy.training import checkpoint as ckpt_io
 from bcg_deploy.training.config import TrainConfig, from_dict, training_robot
 from bcg_deploy.training.device import resolve_device
-from bcg_deploy.training.env import ImitationEnv, StepOut
+from bcg_deploy.training.env.imitation import ImitationEnv, StepOut
 from bcg_deploy.training.networks import Actor
 from bcg_deploy.training.normalizer import RunningNormalizer
 from bcg_deploy.training.rng import EnvRandom

@@ -37,10 +37,10 @@ from bcg_deploy.errors import BcgdError
 from bcg_deploy.motions.motion import Motion
 from bcg_deploy.training import checkpoint as ckpt_io
 from bcg_deploy.training.config import PPOCfg, TrainConfig, to_dict, training_robot
-from bcg_deploy.training.distributed import StopRequest, World
 from bcg_deploy.training.logger import MetricsLogger, episode_metrics
 from bcg_deploy.training.networks import mlp
 from bcg_deploy.training.normalizer import RunningNormalizer
+from bcg_deploy.training.parallel.distributed import StopRequest, World
 from bcg_deploy.training.runner import CHECKPOINT_NAME, Trainer, TrainResult
 
 try:
@@ -158,10 +158,10 @@ class PPOTrainer:
         on_iteration: Callable[[dict], None] | None = None,
         on_event: Callable[[dict], None] | None = None,
     ) -> None:
-        from bcg_deploy.training.add import ADD
-        from bcg_deploy.training.env import ImitationEnv
+        from bcg_deploy.training.env.add import ADD
+        from bcg_deploy.training.env.imitation import ImitationEnv
+        from bcg_deploy.training.env.vec_env import ImitationVecEnv
         from bcg_deploy.training.runner import _device, load_motion, seed_everything
-        from bcg_deploy.training.vec_env import ImitationVecEnv
 
         cfg.validate()
         if cfg.algo != "ppo":

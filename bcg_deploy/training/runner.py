@@ -10,7 +10,7 @@ in ``events.jsonl``), and kept as ``snapshots/run_<iteration>.pt`` every ``runne
 resumed from ``run.pt`` continues bit-exactly on CPU: the checkpoint holds the env state, replay buffer,
 optimisers, normalisers and every RNG state.
 
-Data-parallel (``training.distributed``): the same ``Trainer`` runs on every rank with its share of the
+Data-parallel (``training.parallel.distributed``): the same ``Trainer`` runs on every rank with its share of the
 envs; rank 0 alone writes run.pt, metrics.jsonl, TensorBoard and calls ``on_iteration``. The checkpoint
 holds the whole run's env state, so it resumes at any world size (the envs re-split; bit-exact only at the
 same world size). Ctrl-C (SIGINT) on any rank stops every rank at the next iteration boundary, saved.
@@ -37,10 +37,13 @@ import yaml
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.motions.motion import Motion
 from bcg_deploy.training import checkpoint as ckpt_io
-from bcg_deploy.training.add import ADD
+from bcg_deploy.training.algorithms.shac import EVENTS, SHAC
 from bcg_deploy.training.config import MotionCfg, TrainConfig, from_dict, to_dict, training_robot
 from bcg_deploy.training.device import configure_numerics, resolve_device
-from bcg_deploy.training.distributed import (
+from bcg_deploy.training.env.add import ADD
+from bcg_deploy.training.env.imitation import ImitationEnv, SimTransition, Transition
+from bcg_deploy.training.logger import MetricsLogger, episode_metrics, plot_learning_curve
+from bcg_deploy.training.parallel.distributed import (
     STOP_SIGNAL,
     StopRequest,
     World,
@@ -48,11 +51,8 @@ from bcg_deploy.training.distributed import (
     merge_env_states,
     split_env_state,
 )
-from bcg_deploy.training.env import ImitationEnv, SimTransition, Transition
-from bcg_deploy.training.logger import MetricsLogger, episode_metrics, plot_learning_curve
+from bcg_deploy.training.parallel.syncs import first_true
 from bcg_deploy.training.rng import EnvRandom, even_split, shard_seed
-from bcg_deploy.training.shac import EVENTS, SHAC
-from bcg_deploy.training.syncs import first_true
 
 CHECKPOINT_NAME = "run.pt"
 SNAPSHOT_DIR = "snapshots"
@@ -524,9 +524,9 @@ def build_transition(cfg: TrainConfig, env: ImitationEnv, seed: int | None = Non
     if not cfg.bcg.enabled:
         return SimTransition(env.sim)
     try:
-        from bcg_deploy.training.bcg import BundledTransition
+        from bcg_deploy.training.algorithms.bcg import BundledTransition
     except ModuleNotFoundError as exc:
-        if exc.name != "bcg_deploy.training.bcg":
+        if exc.name != "bcg_deploy.training.algorithms.bcg":
             raise
         raise BcgdError(
             "bcg.enabled: Bundled Contact Gradients are not implemented yet (set bcg.enabled=false)"

@@ -16,12 +16,12 @@ import torch
 
 from bcg_deploy.export.parity import clip_states
 from bcg_deploy.motions import load_task_motion
+from bcg_deploy.observations.paper import ObservationModule
 from bcg_deploy.robots import load_robot
 from bcg_deploy.training.checkpoint import MOTION_ARRAYS, build_checkpoint, save_checkpoint
 from bcg_deploy.training.config import TrainConfig, to_dict
 from bcg_deploy.training.networks import Actor, Critic
 from bcg_deploy.training.normalizer import RunningNormalizer
-from bcg_deploy.training.observations import ObservationModule
 
 
 def make_payload(robot, motion, actor_seed: int = 0, norm_scale: float = 1.0) -> dict:
@@ -110,7 +110,7 @@ def raw_export(tmp_path_factory, ckpt_dir):
 
 def make_profile_payload(robot, motion, profile: str, actor_seed: int = 0) -> dict:
     """An untrained run.pt payload whose actor reads the deployable ``profile`` (config env.obs_profile)."""
-    from bcg_deploy.training.profile_obs import ProfileObservation
+    from bcg_deploy.observations.profile import ProfileObservation
 
     om = ProfileObservation(robot, motion, profile)
     torch.manual_seed(actor_seed)

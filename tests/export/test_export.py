@@ -13,10 +13,10 @@ import torch
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.export import ExportConfig, export_policy, inspect_policy
 from bcg_deploy.export.parity import clip_states, raw_inputs
+from bcg_deploy.observations.paper import ObservationModule
 from bcg_deploy.training.checkpoint import MOTION_ARRAYS, load_checkpoint
 from bcg_deploy.training.networks import Actor
 from bcg_deploy.training.normalizer import RunningNormalizer
-from bcg_deploy.training.observations import ObservationModule
 from tests.export.conftest import one_torch_thread
 
 

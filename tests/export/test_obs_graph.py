@@ -14,10 +14,10 @@ import torch
 from bcg_deploy.export.graph import build_policy, build_reference_policy
 from bcg_deploy.export.obs_graph import FastRawPolicy
 from bcg_deploy.export.parity import clip_states, noisy_states, raw_inputs
+from bcg_deploy.observations.paper import FRAME_ARRAYS, ObservationModule
 from bcg_deploy.training.checkpoint import load_checkpoint
 from bcg_deploy.training.networks import Actor
 from bcg_deploy.training.normalizer import RunningNormalizer
-from bcg_deploy.training.observations import FRAME_ARRAYS, ObservationModule
 
 NAMES = ("base_pos", "base_quat", "base_lin_vel", "base_ang_vel", "joint_pos", "joint_vel")
 

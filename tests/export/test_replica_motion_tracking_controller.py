@@ -42,11 +42,11 @@ import onnxruntime as ort
 import pytest
 import torch
 
+from bcg_deploy.observations.profile import ProfileObservation
 from bcg_deploy.profiles import get_profile
 from bcg_deploy.training.checkpoint import load_checkpoint
 from bcg_deploy.training.networks import Actor
 from bcg_deploy.training.normalizer import RunningNormalizer
-from bcg_deploy.training.profile_obs import ProfileObservation
 
 CONTROLLER_TERMS = {"motion_anchor_pos_b", "motion_ref_pos_b", "motion_anchor_ori_b", "motion_ref_ori_b",
                     "robot_body_pos", "robot_body_ori"}  # fmt: skip

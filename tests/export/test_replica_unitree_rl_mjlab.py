@@ -45,11 +45,11 @@ import pytest
 import torch
 import yaml
 
+from bcg_deploy.observations.profile import ProfileObservation
 from bcg_deploy.profiles import get_profile
 from bcg_deploy.training.checkpoint import load_checkpoint
 from bcg_deploy.training.networks import Actor
 from bcg_deploy.training.normalizer import RunningNormalizer
-from bcg_deploy.training.profile_obs import ProfileObservation
 
 REGISTERED = {"base_ang_vel", "projected_gravity", "joint_pos", "joint_pos_rel", "joint_vel_rel", "last_action",
               "velocity_commands", "gait_phase", "motion_command", "motion_anchor_ori_b"}  # fmt: skip

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from bcg_deploy.motions import load_builtin, soundness
-from bcg_deploy.motions import quat as Q
 from bcg_deploy.motions.builtin import BUILTINS, generate_builtin
 from bcg_deploy.motions.metrics import FootCfg, foot_sphere_heights, stance_slides
+from bcg_deploy.rotations import quat_numpy as Q
 
 NAMES = ("run", "jump", "fight", "dance")
 

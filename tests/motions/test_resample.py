@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from bcg_deploy.motions import load_lafan1_csv
-from bcg_deploy.motions import quat as Q
 from bcg_deploy.motions.kinematics import forward_kinematics
+from bcg_deploy.rotations import quat_numpy as Q
 from tests.motions.conftest import write_csv
 
 H = 1.0 / 30.0

@@ -11,12 +11,12 @@ from typer.testing import CliRunner
 
 from bcg_deploy.cli import _register, app
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.observations.paper import ObservationModule
+from bcg_deploy.observations.profile import ProfileObservation
 from bcg_deploy.profiles import PROFILES, get_profile, make_obs_terms, profile_of_config
 from bcg_deploy.profiles.terms import align_reference, yaw_only
 from bcg_deploy.robots import load_robot
 from bcg_deploy.training import checkpoint as ckpt_io
-from bcg_deploy.training.observations import ObservationModule
-from bcg_deploy.training.profile_obs import ProfileObservation
 
 from ..training.conftest import tiny_cfg
 

@@ -16,12 +16,12 @@ import pytest
 def make_untrained_checkpoint(path: Path, seconds: float = 1.5) -> Path:
     import torch
 
+    from bcg_deploy.observations.paper import ObservationModule
     from bcg_deploy.robots import load_robot
     from bcg_deploy.training.checkpoint import build_checkpoint, save_checkpoint
     from bcg_deploy.training.config import TrainConfig
     from bcg_deploy.training.networks import Actor
     from bcg_deploy.training.normalizer import RunningNormalizer
-    from bcg_deploy.training.observations import ObservationModule
     from tests.training.synthetic_motion import synthetic_motion
 
     robot = load_robot()

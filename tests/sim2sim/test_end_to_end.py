@@ -91,8 +91,8 @@ def test_each_run_reports_its_initial_perturbation(untrained_onnx):
 def test_initial_perturbation_is_training_reset_noise():
     """The same maths as training's reset: position offset, world-frame RPY rotation (Rz Ry Rx) applied
     before the reference orientation, world angular velocity kept, joints clipped to their range."""
-    from bcg_deploy.motions import quat
     from bcg_deploy.robots import load_robot
+    from bcg_deploy.rotations import quat_numpy as quat
     from bcg_deploy.sim2sim.injection import InitNoise
 
     spec = load_robot()

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from bcg_deploy.errors import BcgdError
-from bcg_deploy.motions import quat
 from bcg_deploy.robots import load_robot
+from bcg_deploy.rotations import quat_numpy as quat
 from bcg_deploy.sim2sim.injection import (
     METHOD_INPUT_NOISE,
     ActionDelayLine,

@@ -54,7 +54,7 @@ class _one_thread:
 
 @pytest.mark.parametrize("profile", ["beyondmimic", "beyondmimic_wose"])
 def test_contract_observation_equals_training(exports, profile):
-    from bcg_deploy.training.profile_obs import ProfileObservation
+    from bcg_deploy.observations.profile import ProfileObservation
 
     setup = prepare(exports[profile], Sim2SimConfig(runs=1))
     meta, ref = setup.policy.meta, setup.reference

@@ -17,7 +17,7 @@ import sys
 import torch
 
 from bcg_deploy.training.config import TrainConfig, apply_overrides
-from bcg_deploy.training.distributed import shutdown, world_from_env
+from bcg_deploy.training.parallel.distributed import shutdown, world_from_env
 from bcg_deploy.training.runner import Trainer
 
 

@@ -6,7 +6,9 @@ import math
 
 import torch
 
-from bcg_deploy.training.add import (
+from bcg_deploy.observations.kinematics import axis_angle_quat, quat_to_mat
+from bcg_deploy.training.config import ADDCfg
+from bcg_deploy.training.env.add import (
     ADD,
     DiffNormalizer,
     Discriminator,
@@ -15,8 +17,6 @@ from bcg_deploy.training.add import (
     discriminator_loss,
     tangent_normal,
 )
-from bcg_deploy.training.config import ADDCfg
-from bcg_deploy.training.kinematics import axis_angle_quat, quat_to_mat
 
 CFG = ADDCfg(hidden=(16, 8), batch_size=32, replay_size=64)
 

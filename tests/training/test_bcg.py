@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.observations.kinematics import Kinematics
 from bcg_deploy.robots import load_robot
-from bcg_deploy.training.add import ADD
-from bcg_deploy.training.bcg import (
+from bcg_deploy.training.algorithms.bcg import (
     BundledTransition,
     average_branches,
     bucket_size,
@@ -24,12 +24,12 @@ from bcg_deploy.training.bcg import (
     foot_jacobian,
     leg_chains,
 )
+from bcg_deploy.training.algorithms.shac import SHAC
 from bcg_deploy.training.config import BCGCfg
-from bcg_deploy.training.env import ImitationEnv, SimTransition
-from bcg_deploy.training.kinematics import Kinematics
+from bcg_deploy.training.env.add import ADD
+from bcg_deploy.training.env.imitation import ImitationEnv, SimTransition
 from bcg_deploy.training.logger import read_metrics
 from bcg_deploy.training.runner import Trainer
-from bcg_deploy.training.shac import SHAC
 
 from .conftest import tiny_cfg
 
@@ -237,7 +237,7 @@ def test_state_dict_resumes_exactly(setup):
 def test_state_dicts_of_ranks_merge_and_resume_in_one_process(setup):
     """A rank with open bundles and one without: their states merge by key (the branch states are always
     saved) and the merged run continues its bundles; a state without branch states closes them."""
-    from bcg_deploy.training.distributed import merge_env_states, split_env_state
+    from bcg_deploy.training.parallel.distributed import merge_env_states, split_env_state
 
     env, _, state = setup
     env.load_state_dict(state)

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.observations.paper import ObservationModule
 from bcg_deploy.robots import load_robot
 from bcg_deploy.training.checkpoint import (
     EXPORT_KEYS,
@@ -25,7 +26,6 @@ from bcg_deploy.training.checkpoint import (
 )
 from bcg_deploy.training.networks import Actor, Critic
 from bcg_deploy.training.normalizer import RunningNormalizer
-from bcg_deploy.training.observations import ObservationModule
 from tests.training.synthetic_motion import synthetic_motion
 
 

@@ -1,4 +1,4 @@
-"""Data-parallel training (training/distributed.py): 2 ranks over gloo give the single-process update.
+"""Data-parallel training (training/parallel/distributed.py): 2 ranks over gloo give the single-process update.
 
 The reference is one process with the same seed and the same split of the envs into random streams
 (``runner.env_streams=2``): every env then sees the same randomness as on its rank, so the only
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from bcg_deploy.training import distributed as dd
 from bcg_deploy.training.config import SHACCfg
+from bcg_deploy.training.parallel import distributed as dd
 
 WORKER = Path(__file__).with_name("dist_worker.py")
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from bcg_deploy.training import domain_rand as dr
 from bcg_deploy.training.config import DomainRandCfg
+from bcg_deploy.training.env import domain_rand as dr
 
 
 def test_ranges():

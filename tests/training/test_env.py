@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from bcg_deploy.robots import load_robot
-from bcg_deploy.training.add import ADD
-from bcg_deploy.training.env import ImitationEnv, SimTransition
+from bcg_deploy.training.env.add import ADD
+from bcg_deploy.training.env.imitation import ImitationEnv, SimTransition
 
 from .conftest import tiny_cfg
 
@@ -158,7 +158,7 @@ class _BrokenSim:
 
 def test_parameter_errors_are_not_swallowed(env):
     from bcg_deploy.errors import BcgdError
-    from bcg_deploy.training.env import apply_params_to_sim
+    from bcg_deploy.training.env.imitation import apply_params_to_sim
 
     with pytest.raises(RuntimeError, match="launch failed"):
         apply_params_to_sim(_BrokenSim(env.sim, RuntimeError("launch failed")), env.robot, env.params)
@@ -170,7 +170,7 @@ def test_parameter_errors_are_not_swallowed(env):
 def test_fixed_shape_steps_read_nothing_back(tiny_motion):
     """The CUDA stepping (fixed shapes: E draws per reset/push, no host reads) on CPU: no sync site in
     ``ImitationEnv.step``, and resets still land on the reference with fresh bookkeeping."""
-    from bcg_deploy.training.syncs import SyncCounter
+    from bcg_deploy.training.parallel.syncs import SyncCounter
 
     torch.manual_seed(0)
     e = make_env(tiny_motion, "env.num_envs=4", "env.fall_height=5.0", "domain_rand.push_interval_s=0.02,0.02")

@@ -94,7 +94,7 @@ def test_first_episodes_start_from_exactly_the_given_offsets(tiny_motion):
 
     from bcg_deploy.sim2sim.injection import InitNoise
     from bcg_deploy.training.config import training_robot
-    from bcg_deploy.training.env import ImitationEnv
+    from bcg_deploy.training.env.imitation import ImitationEnv
 
     cfg = tiny_cfg("env.fall_height=0.6")
     env = ImitationEnv(cfg, training_robot(cfg), tiny_motion)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from bcg_deploy.training.distributed import World
-from bcg_deploy.training.flat_grads import FlatGrads
+from bcg_deploy.training.parallel.distributed import World
+from bcg_deploy.training.parallel.flat_grads import FlatGrads
 
 SHAPES = [(4, 3), (3,), (2, 2), (5,)]
 

@@ -13,8 +13,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from bcg_deploy.training.distributed import free_port
-from bcg_deploy.training.host_reduce import TSO_MACHINES, HostReducer, SpinBarrier
+from bcg_deploy.training.parallel.distributed import free_port
+from bcg_deploy.training.parallel.host_reduce import TSO_MACHINES, HostReducer, SpinBarrier
 
 pytestmark = pytest.mark.skipif(not HostReducer.available(), reason="no writable /dev/shm on this machine")
 TSO_ONLY = pytest.mark.skipif(platform.machine() not in TSO_MACHINES, reason="the spin barrier is for x86-64")

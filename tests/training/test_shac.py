@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from bcg_deploy.robots import load_robot
-from bcg_deploy.training.add import ADD
-from bcg_deploy.training.env import ImitationEnv
+from bcg_deploy.training.algorithms.shac import SHAC, clip_and_sanitize
+from bcg_deploy.training.env.add import ADD
+from bcg_deploy.training.env.imitation import ImitationEnv
 from bcg_deploy.training.networks import Critic
-from bcg_deploy.training.shac import SHAC, clip_and_sanitize
 
 from .conftest import tiny_cfg
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from bcg_deploy.training.algorithms.shac import SHAC, Rollout, td_lambda_targets
 from bcg_deploy.training.config import SHACCfg
-from bcg_deploy.training.shac import SHAC, Rollout, td_lambda_targets
 
 
 def _lambda_return_reference(r, v, done, gamma, lam):

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from bcg_deploy.errors import BcgdError
-from bcg_deploy.training import distributed as dd
+from bcg_deploy.training.env.start_sampling import StartSampler, bin_edges, start_probabilities
 from bcg_deploy.training.logger import read_metrics
+from bcg_deploy.training.parallel import distributed as dd
 from bcg_deploy.training.rng import EnvRandom
 from bcg_deploy.training.runner import Trainer, resume_config
-from bcg_deploy.training.start_sampling import StartSampler, bin_edges, start_probabilities
 
 from .conftest import tiny_cfg
 from .test_env import make_env

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from bcg_deploy.training.config import TrainConfig, apply_overrides
+from bcg_deploy.training.parallel.syncs import SyncCounter, read_once
 from bcg_deploy.training.runner import Trainer
-from bcg_deploy.training.syncs import SyncCounter, read_once
 
 
 def test_counts_each_host_read_kind():

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bcg_deploy.training.distributed import SAME_REQUEST_S
+from bcg_deploy.training.parallel.distributed import SAME_REQUEST_S
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = [

@@ -13,8 +13,8 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from bcg_deploy.motions import quat as Q
 from bcg_deploy.robots import RobotSpec
+from bcg_deploy.rotations import quat_numpy as Q
 
 
 class LegIK:

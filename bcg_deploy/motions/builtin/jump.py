@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from bcg_deploy.motions.builtin.plan import HIP_Y, Hold, Plan, bump, foot_track, keyframes, minjerk
-from bcg_deploy.motions.quat import from_euler_zyx, rotate
 from bcg_deploy.robots import RobotSpec
+from bcg_deploy.rotations.quat_numpy import from_euler_zyx, rotate
 
 DURATION_S = 15.0
 G = 9.81

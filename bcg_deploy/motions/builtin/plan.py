@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bcg_deploy.motions import quat as Q
 from bcg_deploy.motions.builtin.ik import LegIK
 from bcg_deploy.motions.resample import Track, with_velocities
 from bcg_deploy.robots import RobotSpec
+from bcg_deploy.rotations import quat_numpy as Q
 
 # Height (m) of the ankle_roll_link origin above the floor when the sole is flat on it: contact
 # sphere centres sit 0.03 m below the origin and have radius 0.005 m.

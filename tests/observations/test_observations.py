@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from bcg_deploy.observations.paper import ObservationModule, make_obs_terms, raw_input_noise
 from bcg_deploy.robots import load_robot
-from bcg_deploy.training.observations import ObservationModule, make_obs_terms, raw_input_noise
 from tests.training.synthetic_motion import synthetic_motion
 
 

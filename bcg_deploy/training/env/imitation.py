@@ -35,14 +35,14 @@ import torch
 from bcg_deploy.diffsim.simulator import resolve_device
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.motions.motion import Motion
+from bcg_deploy.observations.kinematics import axis_angle_quat, quat_mul, quat_normalize, quat_to_mat
+from bcg_deploy.observations.profile import make_observation
 from bcg_deploy.robots import RobotSpec
-from bcg_deploy.training import domain_rand as dr
-from bcg_deploy.training.add import ADD, action_rate_penalty, add_features, feature_dim
 from bcg_deploy.training.config import TrainConfig
-from bcg_deploy.training.kinematics import axis_angle_quat, quat_mul, quat_normalize, quat_to_mat
-from bcg_deploy.training.profile_obs import make_observation
+from bcg_deploy.training.env import domain_rand as dr
+from bcg_deploy.training.env.add import ADD, action_rate_penalty, add_features, feature_dim
+from bcg_deploy.training.env.start_sampling import StartSampler
 from bcg_deploy.training.rng import Draw, EnvRandom
-from bcg_deploy.training.start_sampling import StartSampler
 
 # ---------------------------------------------------------------------------------------------
 # transition (the BCG hook)

@@ -10,7 +10,7 @@ where each finished episode segment contributes its own return plus gamma^n V_ta
 (0 on early termination / non-finite state, V_target(terminal obs) at a time-out), and the window end
 bootstraps every env with V_target(o_N). V_target is the mean of the target-critic ensemble.
 
-Data-parallel (``training.distributed.World``): each rank rolls out its share of the envs; the actor
+Data-parallel (``training.parallel.distributed.World``): each rank rolls out its share of the envs; the actor
 loss is divided by the GLOBAL env count and the critic loss by the GLOBAL minibatch size (minibatches
 are drawn from one permutation of the run's samples, shared by every rank), so the summed gradients are
 the single-process gradients. One collective per optimiser step carries the gradients and the loss.
@@ -28,12 +28,12 @@ import torch
 from torch import nn
 
 from bcg_deploy.training.config import SHACCfg
-from bcg_deploy.training.distributed import World, world_moments
-from bcg_deploy.training.flat_grads import FlatGrads
 from bcg_deploy.training.networks import Actor, CriticEnsemble
 from bcg_deploy.training.normalizer import RunningNormalizer
+from bcg_deploy.training.parallel.distributed import World, world_moments
+from bcg_deploy.training.parallel.flat_grads import FlatGrads
+from bcg_deploy.training.parallel.syncs import first_true, read_once
 from bcg_deploy.training.rng import common_seed
-from bcg_deploy.training.syncs import first_true, read_once
 
 EVENTS = ("diverged", "fell", "strayed", "timeout")
 """The window's event counts, in the order of ``Rollout.stats["events"]``."""

@@ -17,11 +17,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from bcg_deploy.observations.kinematics import Kinematics, quat_to_mat
+from bcg_deploy.observations.paper import FRAME_ARRAYS, ObservationModule, _get
 from bcg_deploy.profiles import ObsProfile, get_profile
 from bcg_deploy.profiles.terms import compute
 from bcg_deploy.robots import RobotSpec
-from bcg_deploy.training.kinematics import Kinematics, quat_to_mat
-from bcg_deploy.training.observations import FRAME_ARRAYS, ObservationModule, _get
 
 
 class ProfileObservation(nn.Module):

@@ -58,9 +58,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from bcg_deploy.observations.kinematics import Kinematics, quat_to_mat
 from bcg_deploy.profiles.declarations import FUTURE_STEPS, ObsTerm, make_obs_terms, term_spec
 from bcg_deploy.robots import RobotSpec
-from bcg_deploy.training.kinematics import Kinematics, quat_to_mat
 
 
 def _terms_from(spec_or_terms: Sequence[ObsTerm] | Sequence[Mapping[str, Any]]) -> dict[str, float]:

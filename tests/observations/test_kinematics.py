@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
+from bcg_deploy.observations.kinematics import Kinematics, heading_rot, mat_to_6d, quat_apply, quat_to_mat
 from bcg_deploy.robots import load_robot
-from bcg_deploy.training.kinematics import Kinematics, heading_rot, mat_to_6d, quat_apply, quat_to_mat
 
 
 @pytest.fixture(scope="module")

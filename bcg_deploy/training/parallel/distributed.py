@@ -33,7 +33,7 @@ import torch
 import torch.distributed as dist
 
 from bcg_deploy.errors import BcgdError
-from bcg_deploy.training.host_reduce import HostReducer
+from bcg_deploy.training.parallel.host_reduce import HostReducer
 from bcg_deploy.training.rng import even_split
 
 MIN_ENVS_PER_RANK = 8

@@ -22,9 +22,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from bcg_deploy.training.config import ADDCfg
-from bcg_deploy.training.distributed import World
+from bcg_deploy.training.parallel.distributed import World
+from bcg_deploy.training.parallel.syncs import first_true
 from bcg_deploy.training.rng import even_split
-from bcg_deploy.training.syncs import first_true
 
 # ---------------------------------------------------------------------------------------------
 # features

@@ -23,7 +23,7 @@ import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
-from bcg_deploy.training.env import ImitationEnv
+from bcg_deploy.training.env.imitation import ImitationEnv
 
 
 class ImitationVecEnv(VecEnv):

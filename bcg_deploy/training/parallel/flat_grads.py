@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
-from bcg_deploy.training.distributed import World
+from bcg_deploy.training.parallel.distributed import World
 
 
 class FlatGrads:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from bcg_deploy.motions import quat as Q
+from bcg_deploy.rotations import quat_numpy as Q
 
 
 def _random_quats(n: int, seed: int = 0) -> np.ndarray:

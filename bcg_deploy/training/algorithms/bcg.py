@@ -1,4 +1,4 @@
-"""Bundled Contact Gradients (METHOD.md section 4): a ``Transition`` (see ``training/env.py``) that
+"""Bundled Contact Gradients (METHOD.md section 4): a ``Transition`` (see ``training/env/imitation.py``) that
 smooths the first-order policy gradient at stiff foot contacts by averaging perturbed branches.
 
 Per env and control step k, ``BundledTransition.__call__(q, qd, q_target)``:
@@ -58,11 +58,11 @@ import mujoco
 import torch
 
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.observations.kinematics import Kinematics, quat_normalize
 from bcg_deploy.robots import RobotSpec
-from bcg_deploy.training import domain_rand as dr
 from bcg_deploy.training.config import BCGCfg
-from bcg_deploy.training.env import PARAM_GROUPS, TransitionOut, sim_param_arrays
-from bcg_deploy.training.kinematics import Kinematics, quat_normalize
+from bcg_deploy.training.env import domain_rand as dr
+from bcg_deploy.training.env.imitation import PARAM_GROUPS, TransitionOut, sim_param_arrays
 
 # ---------------------------------------------------------------------------------------------
 # pure helpers

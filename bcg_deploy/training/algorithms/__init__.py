@@ -1,0 +1,2 @@
+"""The learners: ``shac`` (Short-Horizon Actor-Critic through the differentiable simulator) and ``bcg``
+(Bundled Contact Gradients: SHAC's transition with bundled, perturbed contact branches)."""
