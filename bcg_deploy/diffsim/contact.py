@@ -62,7 +62,7 @@ def _row_solve_code(tree: tuple, ctype: str) -> str:
             f"const {ctype}* L = &wp::index(qLD, e, 0);",
             f"{ctype} x[{nv}];",
             f"for (int i = 0; i < {nv}; ++i) x[i] = wp::index(src, row, i);",
-            *dsolve._solve_code(tree, "x", "L"),
+            *dsolve.solve_code(tree, "x", "L"),
             f"for (int i = 0; i < {nv}; ++i) wp::index(dst, row, i) = x[i];",
         ]
     )
@@ -78,7 +78,7 @@ def _row_adjoint_code(tree: tuple, ctype: str) -> str:
         f"{ctype}* aM = &wp::index(qM_bar, e, 0);",
         f"{ctype} y[{nv}];",
         f"for (int i = 0; i < {nv}; ++i) y[i] = wp::index(y_bar, row, i);",
-        *dsolve._solve_code(tree, "y", "L"),
+        *dsolve.solve_code(tree, "y", "L"),
         f"for (int i = 0; i < {nv}; ++i) wp::index(jac_bar, row, i) += y[i];",
     ]
     out.extend(dsolve.adjoint_M_code(tree, "aM", "y", "x"))

@@ -126,7 +126,7 @@ def _factor_code(tree: tuple, ctype: str) -> str:
     return "\n".join(out)
 
 
-def _solve_code(tree: tuple, x: str, L: str) -> list[str]:
+def solve_code(tree: tuple, x: str, L: str) -> list[str]:
     """In-place x <- M^-1 x with M = L^T D L stored at ``L`` (C expressions ``x[i]``, ``L[k]``)."""
     madr, mnum, col = tree
     nv = len(madr)
@@ -150,7 +150,7 @@ def _velocity_code(tree: tuple, ctype: str) -> str:
             f"{ctype} x[{nv}];",
             f"for (int i = 0; i < {nv}; ++i)",
             "    x[i] = dt * wp::index(qfrc_smooth, e, i) + wp::index(qfrc_impulse, pi, i);",
-            *_solve_code(tree, "x", "L"),
+            *solve_code(tree, "x", "L"),
             f"for (int i = 0; i < {nv}; ++i) {{",
             "    wp::index(dqd, e, i) = x[i];",
             "    wp::index(qd_out, e, i) = wp::index(qd_in, e, i) + x[i];",
@@ -172,7 +172,7 @@ def _velocity_adjoint_code(tree: tuple, ctype: str) -> str:
         "    y[i] = g + wp::index(adj_dqd, e, i);",
         "    wp::index(adj_qd_in, e, i) += g;",
         "}",
-        *_solve_code(tree, "y", "L"),
+        *solve_code(tree, "y", "L"),
         f"for (int i = 0; i < {nv}; ++i) wp::index(adj_qfrc_smooth, e, i) += dt * y[i];",
         "if (adj_qfrc_impulse.data) {",
         "    const int pi = e % qfrc_impulse.shape[0];",

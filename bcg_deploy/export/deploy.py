@@ -32,7 +32,7 @@ from torch import nn
 
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.export.graph import REF_KEYS, FoldedNormalizer, trace_module
-from bcg_deploy.export.metadata import _floats, bcgd_keys, csv_keys
+from bcg_deploy.export.metadata import bcgd_keys, csv_keys, float_list
 from bcg_deploy.observations.profile import ProfileObservation
 from bcg_deploy.profiles import ObsProfile, get_profile, profile_of_config
 from bcg_deploy.robots import RobotSpec
@@ -246,8 +246,8 @@ def deploy_metadata(
     spec = profile.spec()
     io_ = io_rows(consumer, profile.obs_dim, robot.num_joints, len(robot.body_names))
     action = {
-        "offset": _floats(robot.default_joint_pos),
-        "scale": _floats(robot.action_scale),
+        "offset": float_list(robot.default_joint_pos),
+        "scale": float_list(robot.action_scale),
         "clip": None,
         "formula": "actions = tanh(actor_mean(normalise(obs))); the stack computes "
         "joint_pos_target = offset + scale * actions (no clip), the training target",

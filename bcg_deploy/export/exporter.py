@@ -133,7 +133,7 @@ def parity_inputs(
     return par.concat(*parts)
 
 
-def _feeds(signature: Signature, module: torch.nn.Module, states: par.StateSamples, seed: int) -> list[tuple]:
+def feed_chunks(signature: Signature, module: torch.nn.Module, states: par.StateSamples, seed: int) -> list[tuple]:
     """Input tuples (torch float32) for the signature, in chunks."""
     raw = par.raw_inputs(states.q, states.qd, states.t)
     if signature == "obs":
@@ -225,7 +225,7 @@ def export_policy(cfg: ExportConfig) -> ExportResult:
             onnx.checker.check_model(model, full_check=True)
         except onnx.checker.ValidationError as exc:  # a bug of ours, not of the user's input
             raise BcgdError(f"exported graph fails onnx.checker: {str(exc).splitlines()[0][:200]}") from None
-        chunks = _feeds(signature, module, states, cfg.seed)
+        chunks = feed_chunks(signature, module, states, cfg.seed)
         sess = session(model.SerializeToString())
         parity = check_parity(sess, module, signature, chunks, reference)
         parity |= {"tolerance": cfg.parity_tol, "sources": states.sources, "signature": signature}

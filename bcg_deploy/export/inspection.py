@@ -24,7 +24,7 @@ import onnx
 import torch
 
 from bcg_deploy.errors import BcgdError
-from bcg_deploy.export.exporter import PARITY_TOL, _feeds, check_parity, load_for_export, parity_inputs, session
+from bcg_deploy.export.exporter import PARITY_TOL, check_parity, feed_chunks, load_for_export, parity_inputs, session
 from bcg_deploy.export.graph import OBS_INPUTS, RAW_INPUTS, Signature, build_policy, output_names
 from bcg_deploy.export.parity import compare
 
@@ -138,7 +138,7 @@ def _rerun_with_checkpoint(
     module = build_policy(ckpt, robot, sig, obs_dtype)
     raw_module = module if sig == "raw" else build_policy(ckpt, robot, "raw")
     states = parity_inputs(ckpt, robot, raw_module, samples, 100, seed)
-    res = check_parity(sess, module, sig, _feeds(sig, module, states, seed))
+    res = check_parity(sess, module, sig, feed_chunks(sig, module, states, seed))
     res |= {"mode": "checkpoint", "checkpoint": str(ckpt_path), "tolerance": tol, "sources": states.sources}
     res["passed"] = bool(res["max_abs_err"] <= tol)
     return res

@@ -34,7 +34,8 @@ def csv(values: Sequence[Any]) -> str:
     return ",".join(out)
 
 
-def _floats(x: Any) -> list[float]:
+def float_list(x: Any) -> list[float]:
+    """``x`` flattened to plain Python floats (JSON metadata)."""
     return [float(v) for v in np.asarray(x, dtype=np.float64).ravel()]
 
 
@@ -168,10 +169,10 @@ def build_metadata(
     obs_dim = sum(int(t["size"]) for t in spec)
     io = io_description(signature, robot.num_joints, len(robot.body_names), obs_dim)
     action = {
-        "offset": _floats(robot.default_joint_pos),
-        "scale": _floats(robot.action_scale),
+        "offset": float_list(robot.default_joint_pos),
+        "scale": float_list(robot.action_scale),
         "clip": [-1.0, 1.0],
-        "joint_pos_target_clip": {"lo": _floats(robot.joint_range[:, 0]), "hi": _floats(robot.joint_range[:, 1])},
+        "joint_pos_target_clip": {"lo": float_list(robot.joint_range[:, 0]), "hi": float_list(robot.joint_range[:, 1])},
         "formula": "actions = tanh(actor_mean(normalise(obs))); "
         "joint_pos_target = clip(offset + scale * actions, lo, hi)",
     }
@@ -189,9 +190,9 @@ def bcgd_keys(ckpt: dict, robot: RobotSpec, parity: dict, opset: int, io: dict, 
         "control_dt": tm["control_dt"],
         "physics_dt": tm["physics_dt"],
         "substeps": tm["substeps"],
-        "effort_limit": _floats(robot.effort_limit),
-        "velocity_limit": _floats(robot.velocity_limit),
-        "armature": _floats(robot.armature),
+        "effort_limit": float_list(robot.effort_limit),
+        "velocity_limit": float_list(robot.velocity_limit),
+        "armature": float_list(robot.armature),
         "quat_order": "wxyz",
         "inputs": io["inputs"],
         "outputs": io["outputs"],
@@ -225,10 +226,10 @@ def csv_keys(spec: list[dict], robot: RobotSpec, run_path: str, anchor_body: str
     (whole_body_tracking ``utils/exporter.py`` ``attach_onnx_metadata``)."""
     return {
         "joint_names": csv(robot.joint_names),
-        "joint_stiffness": csv(_floats(robot.kp)),
-        "joint_damping": csv(_floats(robot.kd)),
-        "default_joint_pos": csv(_floats(robot.default_joint_pos)),
-        "action_scale": csv(_floats(robot.action_scale)),
+        "joint_stiffness": csv(float_list(robot.kp)),
+        "joint_damping": csv(float_list(robot.kd)),
+        "default_joint_pos": csv(float_list(robot.default_joint_pos)),
+        "action_scale": csv(float_list(robot.action_scale)),
         "observation_names": csv([t["name"] for t in spec]),
         "observation_history_lengths": csv([int(t.get("history", 1)) for t in spec]),
         "command_names": COMMAND_NAME,

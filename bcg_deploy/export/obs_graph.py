@@ -64,7 +64,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bcg_deploy.observations.kinematics import _ROT_QUADRATIC
+from bcg_deploy.observations.kinematics import ROT_QUADRATIC
 from bcg_deploy.observations.paper import FRAME_ARRAYS, ObservationModule
 from bcg_deploy.robots import RobotSpec
 from bcg_deploy.rotations import quat_numpy as quat
@@ -232,7 +232,7 @@ class FastObservation(nn.Module):
         buf("_qq_i", first @ rep_i)
         buf("_qq_a", first @ rep_a)
         quad = np.zeros((16, 3, 3))  # R_ij = sum_ab quad[4a + b, i, j] q_a q_b (unit q)
-        for (i, j), terms in _ROT_QUADRATIC.items():
+        for (i, j), terms in ROT_QUADRATIC.items():
             for a, b, coef in terms:
                 quad[4 * a + b, i, j] += coef
         buf("_q_to_6d", np.concatenate([quad[:, :, 0], quad[:, :, 1]], axis=1))  # columns 0 and 1
@@ -246,7 +246,7 @@ class FastObservation(nn.Module):
         buf("_q_to_key", mkey.reshape(16 * n, 3 * nk))
         # ---- root rotation R^T (flat, row-major) from the quaternion's outer product, / |q|^2
         q9 = np.zeros((16, 9))
-        for (i, j), terms in _ROT_QUADRATIC.items():
+        for (i, j), terms in ROT_QUADRATIC.items():
             for a, b, coef in terms:
                 q9[4 * a + b, 3 * j + i] += coef  # R^T[j, i] = R[i, j]
         buf("_quad", q9)

@@ -127,7 +127,7 @@ def _np_quat_to_mat(q: np.ndarray) -> np.ndarray:
 
 # Rotation matrix entries of a unit quaternion (w, x, y, z) = (0, 1, 2, 3) as quadratic forms:
 # R_ij = sum coef * q_a * q_b (diagonal in the homogeneous form w^2 + x^2 - y^2 - z^2 etc.).
-_ROT_QUADRATIC = {
+ROT_QUADRATIC = {
     (0, 0): ((0, 0, 1), (1, 1, 1), (2, 2, -1), (3, 3, -1)),
     (0, 1): ((1, 2, 1), (2, 1, 1), (0, 3, -1), (3, 0, -1)),
     (0, 2): ((1, 3, 1), (3, 1, 1), (0, 2, 1), (2, 0, 1)),
@@ -203,7 +203,7 @@ class Kinematics(nn.Module):
         self.register_buffer("_hinge_q", torch.as_tensor(np.maximum(qadr[1:], 0), dtype=torch.long), persistent=False)
         # Root transform from (position, unnormalised quaternion): flat 4x4 = (q q^T) Q / |q|^2 + p P + E.
         quad = np.zeros((16, 16))
-        for (i, j), terms in _ROT_QUADRATIC.items():
+        for (i, j), terms in ROT_QUADRATIC.items():
             for a, b, coef in terms:
                 quad[4 * a + b, 4 * i + j] += coef
         ppos = np.zeros((3, 16))

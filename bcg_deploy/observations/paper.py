@@ -92,7 +92,8 @@ REQUIRED_ARRAYS = ("root_pos", "root_quat", "body_pos_w", "body_quat_w")
 FRAME_ARRAYS = ("joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w")
 
 
-def _get(arrays: Any, key: str) -> torch.Tensor | None:
+def motion_array(arrays: Any, key: str) -> torch.Tensor | None:
+    """``arrays[key]`` (a mapping) or ``arrays.key`` (a ``Motion``) as a float64 CPU tensor; None when absent."""
     v = arrays.get(key) if isinstance(arrays, Mapping) else getattr(arrays, key, None)
     if v is None:
         return None
@@ -115,7 +116,7 @@ class ObservationModule(nn.Module):
         self.terms = make_obs_terms(nb, nj, nk, future_steps)
         self.future_steps = tuple(int(k) for k in future_steps)
         self.obs_dim = sum(t.size for t in self.terms)
-        arr = {k: _get(motion_arrays, k) for k in REQUIRED_ARRAYS + FRAME_ARRAYS}
+        arr = {k: motion_array(motion_arrays, k) for k in REQUIRED_ARRAYS + FRAME_ARRAYS}
         missing = [k for k in REQUIRED_ARRAYS if arr[k] is None]
         if missing:
             raise ValueError(f"motion arrays lack {', '.join(missing)}")

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from bcg_deploy.observations.kinematics import Kinematics, quat_to_mat
-from bcg_deploy.observations.paper import FRAME_ARRAYS, ObservationModule, _get
+from bcg_deploy.observations.paper import FRAME_ARRAYS, ObservationModule, motion_array
 from bcg_deploy.profiles import ObsProfile, get_profile
 from bcg_deploy.profiles.terms import compute
 from bcg_deploy.robots import RobotSpec
@@ -40,7 +40,7 @@ class ProfileObservation(nn.Module):
         if robot.num_joints != 29:
             raise ValueError(f"profile {self.profile.name} is declared for 29 joints, robot has {robot.num_joints}")
         self.anchor_index = robot.body_names.index(self.profile.anchor_body)
-        arr = {k: _get(motion_arrays, k) for k in FRAME_ARRAYS}
+        arr = {k: motion_array(motion_arrays, k) for k in FRAME_ARRAYS}
         missing = [k for k, v in arr.items() if v is None]
         if missing:
             raise ValueError(f"motion arrays lack {', '.join(missing)}")

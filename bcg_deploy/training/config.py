@@ -8,6 +8,7 @@ CLI's ``--set a.b=v`` strings with type checking. Units are SI; angles in rad; t
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -287,6 +288,27 @@ class BCGCfg:
     default); that earlier table lists |dqd| <= 0.5 rad/s."""
 
 
+def check_bcg_cfg(cfg: BCGCfg) -> BCGCfg:
+    """Raise BcgdError for values no bundle can use; return ``cfg``."""
+    fin = math.isfinite
+    checks = [
+        (cfg.num_branches >= 1, "bcg.num_branches must be >= 1", cfg.num_branches),
+        (cfg.horizon >= 1, "bcg.horizon must be >= 1 control step", cfg.horizon),
+        (fin(cfg.sigma_p) and cfg.sigma_p >= 0, "bcg.sigma_p must be finite and >= 0 (m)", cfg.sigma_p),
+        (fin(cfg.sigma_v) and cfg.sigma_v >= 0, "bcg.sigma_v must be finite and >= 0 (m/s)", cfg.sigma_v),
+        (not math.isnan(cfg.tau), "bcg.tau must be a number (N)", cfg.tau),
+        (fin(cfg.damping) and cfg.damping > 0, "bcg.damping must be finite and > 0", cfg.damping),
+    ]
+    for name in ("max_dq", "max_dqd"):
+        v = getattr(cfg, name)
+        unit = "rad" if name == "max_dq" else "rad/s"
+        checks.append((v is None or (fin(v) and v > 0), f"bcg.{name} must be finite and > 0 ({unit}) or none", v))
+    for ok, msg, value in checks:
+        if not ok:
+            raise BcgdError(f"{msg}, got {value}")
+    return cfg
+
+
 @dataclass
 class RunnerCfg:
     """Loop, logging and checkpoints."""
@@ -410,8 +432,6 @@ class TrainConfig:
             if not ok:
                 raise BcgdError(msg)
         if self.bcg.enabled:
-            from bcg_deploy.training.algorithms.bcg import check_bcg_cfg
-
             check_bcg_cfg(self.bcg)
         return self
 

@@ -37,6 +37,7 @@ from bcg_deploy.errors import BcgdError
 from bcg_deploy.motions.motion import Motion
 from bcg_deploy.training import checkpoint as ckpt_io
 from bcg_deploy.training.config import PPOCfg, TrainConfig, to_dict, training_robot
+from bcg_deploy.training.device import resolve_device
 from bcg_deploy.training.logger import MetricsLogger, episode_metrics
 from bcg_deploy.training.networks import mlp
 from bcg_deploy.training.normalizer import RunningNormalizer
@@ -161,7 +162,7 @@ class PPOTrainer:
         from bcg_deploy.training.env.add import ADD
         from bcg_deploy.training.env.imitation import ImitationEnv
         from bcg_deploy.training.env.vec_env import ImitationVecEnv
-        from bcg_deploy.training.runner import _device, load_motion, seed_everything
+        from bcg_deploy.training.runner import load_motion, seed_everything
 
         cfg.validate()
         if cfg.algo != "ppo":
@@ -170,7 +171,7 @@ class PPOTrainer:
             raise BcgdError("ppo: sim.dtype must be float32 (rsl_rl's storage is float32)")
         self.cfg = cfg
         self.robot = training_robot(cfg)
-        self.device = _device(cfg.runner.device)
+        self.device = resolve_device(cfg.runner.device)
         if cfg.runner.threads > 0:
             torch.set_num_threads(cfg.runner.threads)
         seed_everything(cfg.runner.seed)

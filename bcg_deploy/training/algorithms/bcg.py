@@ -60,7 +60,7 @@ import torch
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.observations.kinematics import Kinematics, quat_normalize
 from bcg_deploy.robots import RobotSpec
-from bcg_deploy.training.config import BCGCfg
+from bcg_deploy.training.config import BCGCfg, check_bcg_cfg
 from bcg_deploy.training.env import domain_rand as dr
 from bcg_deploy.training.env.imitation import PARAM_GROUPS, TransitionOut, sim_param_arrays
 
@@ -182,27 +182,6 @@ def bucket_size(rows: int, minimum: int = 16) -> int:
         return minimum
     granule = max(8, 2 ** (int(math.floor(math.log2(rows))) - 2))
     return int(math.ceil(rows / granule) * granule)
-
-
-def check_bcg_cfg(cfg: BCGCfg) -> BCGCfg:
-    """Raise BcgdError for values no bundle can use; return ``cfg``."""
-    fin = math.isfinite
-    checks = [
-        (cfg.num_branches >= 1, "bcg.num_branches must be >= 1", cfg.num_branches),
-        (cfg.horizon >= 1, "bcg.horizon must be >= 1 control step", cfg.horizon),
-        (fin(cfg.sigma_p) and cfg.sigma_p >= 0, "bcg.sigma_p must be finite and >= 0 (m)", cfg.sigma_p),
-        (fin(cfg.sigma_v) and cfg.sigma_v >= 0, "bcg.sigma_v must be finite and >= 0 (m/s)", cfg.sigma_v),
-        (not math.isnan(cfg.tau), "bcg.tau must be a number (N)", cfg.tau),
-        (fin(cfg.damping) and cfg.damping > 0, "bcg.damping must be finite and > 0", cfg.damping),
-    ]
-    for name in ("max_dq", "max_dqd"):
-        v = getattr(cfg, name)
-        unit = "rad" if name == "max_dq" else "rad/s"
-        checks.append((v is None or (fin(v) and v > 0), f"bcg.{name} must be finite and > 0 ({unit}) or none", v))
-    for ok, msg, value in checks:
-        if not ok:
-            raise BcgdError(f"{msg}, got {value}")
-    return cfg
 
 
 # ---------------------------------------------------------------------------------------------
