@@ -40,7 +40,8 @@ from bench_common import make_trainer, write_report
 
 from bcg_deploy.training import checkpoint as ckpt_io
 from bcg_deploy.training.algorithms.bcg import BundledTransition, foot_jacobian
-from bcg_deploy.training.runner import Trainer, resume_config
+from bcg_deploy.training.resume import resume_config
+from bcg_deploy.training.runner import Trainer
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PCTS = (50, 90, 99, 100)

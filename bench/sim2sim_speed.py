@@ -129,7 +129,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "sim2sim_speed.json")
     args = ap.parse_args()
 
-    from bcg_deploy.sim2sim.runner import Sim2SimConfig, prepare, simulate_run
+    from bcg_deploy.sim2sim.runner import simulate_run
+    from bcg_deploy.sim2sim.setup import Sim2SimConfig, prepare
 
     tmpdir = tempfile.TemporaryDirectory(prefix="bcgd_sim2sim_bench_")
     policy_path = args.policy or untrained_policy(Path(tmpdir.name), args.motion)

@@ -31,7 +31,8 @@ from bcg_deploy.export import ExportConfig, export_policy
 from bcg_deploy.fileio import atomic_write_json
 from bcg_deploy.sim2sim import Sim2SimConfig
 from bcg_deploy.sim2sim.injection import InitDraw
-from bcg_deploy.sim2sim.runner import prepare, run_streams, simulate_run
+from bcg_deploy.sim2sim.runner import run_streams, simulate_run
+from bcg_deploy.sim2sim.setup import prepare
 from bcg_deploy.training.evaluate import first_episodes, load_policy
 
 RESULTS = Path(__file__).resolve().parent / "results"

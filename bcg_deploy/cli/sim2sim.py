@@ -72,8 +72,9 @@ def sim2sim(
     ),
 ) -> None:
     """Run POLICY in MuJoCo (500 Hz PD, policy at its control rate) and report falls and tracking error."""
+    from bcg_deploy.sim2sim.evaluate import run_sim2sim
     from bcg_deploy.sim2sim.injection import parse_ms_range
-    from bcg_deploy.sim2sim.runner import Sim2SimConfig, prepare, run_sim2sim
+    from bcg_deploy.sim2sim.setup import Sim2SimConfig, prepare
 
     cfg = Sim2SimConfig(
         runs=runs,

@@ -109,7 +109,7 @@ def build_config(
     given); they may change on resume.
     """
     if resume is not None:
-        from bcg_deploy.training.runner import resume_point
+        from bcg_deploy.training.resume import resume_point
 
         cfg, stored_it = resume_point(resume)
         stored = (cfg.runner.iterations, cfg.shac.actor_lr, cfg.shac.critic_lr)

@@ -10,15 +10,15 @@ Library use::
 
 from __future__ import annotations
 
+from bcg_deploy.sim2sim.evaluate import run_sim2sim as run_sim2sim
 from bcg_deploy.sim2sim.policy import OnnxPolicy as OnnxPolicy
 from bcg_deploy.sim2sim.policy import PolicyMetadata as PolicyMetadata
 from bcg_deploy.sim2sim.reference import Reference as Reference
 from bcg_deploy.sim2sim.report import Report as Report
-from bcg_deploy.sim2sim.runner import RunResult as RunResult
-from bcg_deploy.sim2sim.runner import Sim2SimConfig as Sim2SimConfig
-from bcg_deploy.sim2sim.runner import prepare as prepare
-from bcg_deploy.sim2sim.runner import run_sim2sim as run_sim2sim
 from bcg_deploy.sim2sim.runner import simulate_run as simulate_run
+from bcg_deploy.sim2sim.setup import RunResult as RunResult
+from bcg_deploy.sim2sim.setup import Sim2SimConfig as Sim2SimConfig
+from bcg_deploy.sim2sim.setup import prepare as prepare
 
 __all__ = [
     "OnnxPolicy",

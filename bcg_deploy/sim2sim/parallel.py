@@ -4,7 +4,7 @@ Runs are independent (each draws only from its own seeded streams, ``runner.run_
 computed in a worker process equals the same run computed here, bit for bit: the report of a parallel
 evaluation is byte-identical to a serial one. Workers are started with ``spawn`` (no state is inherited
 from this process: onnxruntime and MuJoCo start clean) and each builds its own setup once with
-``runner.prepare``. Each worker reports its progress (run, control steps done) through a queue.
+``setup.prepare``. Each worker reports its progress (run, control steps done) through a queue.
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ import queue as queue_mod
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
+
+from bcg_deploy.sim2sim.runner import simulate_run
+from bcg_deploy.sim2sim.setup import prepare
 
 PROGRESS_EVERY = 25
 """Control steps between two progress reports of a run."""
@@ -74,14 +77,10 @@ class StepCounter:
 
 
 def _init_worker(onnx_path: str | None, cfg, q) -> None:  # noqa: ANN001 - Sim2SimConfig, mp.Queue
-    from bcg_deploy.sim2sim.runner import prepare
-
     _WORKER.update(setup=prepare(onnx_path, cfg), cfg=cfg, queue=q)
 
 
 def _work(run: int):  # noqa: ANN202 - RunResult
-    from bcg_deploy.sim2sim.runner import simulate_run
-
     q = _WORKER["queue"]
 
     def report(k: int, m, d) -> None:  # noqa: ANN001 - MuJoCo model and data
@@ -92,9 +91,9 @@ def _work(run: int):  # noqa: ANN202 - RunResult
 
 
 def run_all(
-    setup,  # noqa: ANN001 - runner.Sim2SimSetup of this process
+    setup,  # noqa: ANN001 - setup.Sim2SimSetup of this process
     onnx_path: str | Path | None,
-    cfg,  # noqa: ANN001 - runner.Sim2SimConfig
+    cfg,  # noqa: ANN001 - setup.Sim2SimConfig
     local_hook: Callable | None = None,
     progress: Progress | None = None,
     local_label: str = "",
@@ -103,8 +102,6 @@ def run_all(
     of them, the others are worker processes. This process runs run 0 first when ``local_hook(run, k, m, d)``
     is given (video, viewer), then takes runs that no worker has started yet (the last ones first), so
     that the workers' start-up time is not lost."""
-    from bcg_deploy.sim2sim.runner import simulate_run
-
     counter = StepCounter(progress, cfg.runs, setup.reference.num_frames - 1)
     jobs = resolve_jobs(cfg.jobs, cfg.runs, cfg.runs * (setup.reference.num_frames - 1) / setup.reference.fps)
     first = [0] if local_hook is not None else []

@@ -248,7 +248,7 @@ class OnnxPolicy:
 
     def _check_obs_io(self, spec: RobotSpec, meta: dict) -> None:
         """An ``obs`` signature: only a deployable profile's (the observation is built here, by term name)."""
-        from bcg_deploy.sim2sim.obs_contract import profile_for_names
+        from bcg_deploy.sim2sim.obs_contract import profile_for_names  # loads torch: only an obs signature needs it
 
         ins = {i.name: i for i in self.session.get_inputs()}
         declared = _json(meta, "bcgd.profile", self.path)

@@ -20,6 +20,8 @@ import mujoco
 import numpy as np
 
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.fileio import check_writable
+from bcg_deploy.sim2sim.reference import root_state
 
 NO_GL = (
     "--video needs an offscreen OpenGL context and none could be created ({tried}); install EGL "
@@ -122,8 +124,6 @@ class VideoRecorder:
         self.path, self.format = check_video_path(path)
         if not (16 <= width <= 4096 and 16 <= height <= 4096):
             raise BcgdError(f"--width {width} --height {height}: expected 16 to 4096 pixels each")
-        from bcg_deploy.fileio import check_writable
-
         check_writable(self.path, "--video")
         try:
             import imageio.v2 as imageio
@@ -179,8 +179,6 @@ class VideoRecorder:
             )
 
     def _add_ghost(self, k: int) -> None:
-        from bcg_deploy.sim2sim.reference import root_state
-
         ref, gd, r = self.ghost, self._ghost_data, self._model
         f = min(k + 1, ref.num_frames - 1)
         gd.qpos[:7] = root_state(ref, f)[0]

@@ -1,7 +1,7 @@
 """The trainer's device and numerics settings, made explicit (METHOD.md: the gradient path is float32).
 
 - ``resolve_device(name)``: one concrete ``torch.device`` ("cpu" or "cuda:N"; a bare "cuda" is torch's
-  current CUDA device), the same one torch and Warp then use (``diffsim.simulator.resolve_device``).
+  current CUDA device), the same one torch and Warp then use (``diffsim.config.resolve_device``).
 - ``native_bf16(device)``: whether ``device`` multiplies bf16 in hardware (``bcgd train`` notes a
   ``shac.critic_bf16`` run on a device that does not); ``cpu_flags()``: the CPU's flags it reads.
 - ``configure_numerics(device, tf32=False, deterministic=False)``: pins TF32 OFF for CUDA matmuls and cuDNN
@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from bcg_deploy.diffsim.simulator import resolve_device as _resolve
+from bcg_deploy.diffsim.config import resolve_device as _resolve
 
 
 def resolve_device(name: str | torch.device) -> torch.device:

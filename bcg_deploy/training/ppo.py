@@ -31,18 +31,24 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 from torch import nn
 
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.fileio import atomic_write_bytes
 from bcg_deploy.motions.motion import Motion
 from bcg_deploy.training import checkpoint as ckpt_io
 from bcg_deploy.training.config import PPOCfg, TrainConfig, to_dict, training_robot
 from bcg_deploy.training.device import resolve_device
+from bcg_deploy.training.env.add import ADD
+from bcg_deploy.training.env.imitation import ImitationEnv
+from bcg_deploy.training.env.vec_env import ImitationVecEnv
 from bcg_deploy.training.logger import MetricsLogger, episode_metrics
 from bcg_deploy.training.networks import mlp
 from bcg_deploy.training.normalizer import RunningNormalizer
 from bcg_deploy.training.parallel.distributed import StopRequest, World
-from bcg_deploy.training.runner import CHECKPOINT_NAME, Trainer, TrainResult
+from bcg_deploy.training.resume import CHECKPOINT_NAME
+from bcg_deploy.training.runner import Trainer, TrainResult, load_motion, seed_everything
 
 try:
     from rsl_rl.algorithms import PPO
@@ -159,11 +165,6 @@ class PPOTrainer:
         on_iteration: Callable[[dict], None] | None = None,
         on_event: Callable[[dict], None] | None = None,
     ) -> None:
-        from bcg_deploy.training.env.add import ADD
-        from bcg_deploy.training.env.imitation import ImitationEnv
-        from bcg_deploy.training.env.vec_env import ImitationVecEnv
-        from bcg_deploy.training.runner import load_motion, seed_everything
-
         cfg.validate()
         if cfg.algo != "ppo":
             raise BcgdError(f"PPOTrainer needs algo 'ppo', got {cfg.algo!r}")
@@ -312,10 +313,6 @@ class PPOTrainer:
 
 
 def _write_config(run_dir: Path, cfg: TrainConfig) -> None:
-    import yaml
-
-    from bcg_deploy.fileio import atomic_write_bytes
-
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False).encode())
 

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import collections
 import math
-import os
-import shutil
 import signal
 import threading
 import time
@@ -34,11 +32,13 @@ import numpy as np
 import torch
 import yaml
 
+from bcg_deploy import motions
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.motions.motion import Motion
 from bcg_deploy.training import checkpoint as ckpt_io
+from bcg_deploy.training.algorithms.bcg import BundledTransition
 from bcg_deploy.training.algorithms.shac import EVENTS, SHAC
-from bcg_deploy.training.config import MotionCfg, TrainConfig, from_dict, to_dict, training_robot
+from bcg_deploy.training.config import MotionCfg, TrainConfig, to_dict, training_robot
 from bcg_deploy.training.device import configure_numerics, resolve_device
 from bcg_deploy.training.env.add import ADD
 from bcg_deploy.training.env.imitation import ImitationEnv, SimTransition, Transition
@@ -52,11 +52,13 @@ from bcg_deploy.training.parallel.distributed import (
     split_env_state,
 )
 from bcg_deploy.training.parallel.syncs import first_true
+from bcg_deploy.training.resume import (
+    CHECKPOINT_NAME,
+    keep_snapshot,
+    load_resume_checkpoint,
+)
 from bcg_deploy.training.rng import EnvRandom, even_split, shard_seed
 
-CHECKPOINT_NAME = "run.pt"
-SNAPSHOT_DIR = "snapshots"
-TRAINING_KEYS = ("env_state", "add_replay", "shac_state", "episode_history")
 EPISODE_WINDOW = 100
 
 
@@ -71,8 +73,6 @@ class TrainResult:
 
 def load_motion(mcfg: MotionCfg, robot) -> Motion:  # noqa: ANN001
     """The reference clip of a config: a task name or a LAFAN1-format CSV window."""
-    from bcg_deploy import motions
-
     if mcfg.csv:
         path = Path(mcfg.csv)
         if not path.is_file():
@@ -523,67 +523,12 @@ def build_transition(cfg: TrainConfig, env: ImitationEnv, seed: int | None = Non
     """Plain SHAC physics, or ``bcg.BundledTransition(cfg.bcg, env, seed)`` when ``cfg.bcg.enabled``."""
     if not cfg.bcg.enabled:
         return SimTransition(env.sim)
-    try:
-        from bcg_deploy.training.algorithms.bcg import BundledTransition
-    except ModuleNotFoundError as exc:
-        if exc.name != "bcg_deploy.training.algorithms.bcg":
-            raise
-        raise BcgdError(
-            "bcg.enabled: Bundled Contact Gradients are not implemented yet (set bcg.enabled=false)"
-        ) from None
     return BundledTransition(cfg.bcg, env, seed=seed)
 
 
 def _optimizer_state(sd: dict) -> dict:
     """An optimizer state dict as stored by ``checkpoint.plain`` (str keys) back to torch's int keys."""
     return {**sd, "state": {int(k): v for k, v in sd["state"].items()}}
-
-
-def load_resume_checkpoint(path: Path, robot) -> dict:  # noqa: ANN001
-    """``load_checkpoint`` plus the training-only keys a resume needs; one-line BcgdError otherwise."""
-    try:
-        ck = ckpt_io.load_checkpoint(path, robot)
-    except BcgdError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any unpickling failure of a foreign file is bad input
-        raise BcgdError(f"checkpoint {path} is not a readable torch file ({type(exc).__name__})") from None
-    for key in TRAINING_KEYS:
-        if key not in ck:
-            raise BcgdError(f"checkpoint {path} lacks training state {key!r}; cannot resume from it")
-    return ck
-
-
-def keep_snapshot(run_pt: Path, iteration: int) -> Path:
-    """Keep the run.pt just written as ``<run>/snapshots/run_<iteration, 6 digits>.pt``; returns its path.
-
-    A hard link (run.pt is always replaced by a new file, never written in place, so the snapshot stays as
-    it was) or, where the file system has none, a copy; either way atomic. A snapshot that cannot be kept
-    is logged by the caller's events and never stops the run: run.pt itself is already written."""
-    dest = run_pt.parent / SNAPSHOT_DIR / f"run_{iteration:06d}.pt"
-    dest.parent.mkdir(exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
-    tmp.unlink(missing_ok=True)
-    try:
-        os.link(run_pt, tmp)
-    except OSError:
-        shutil.copyfile(run_pt, tmp)
-    os.replace(tmp, dest)
-    return dest
-
-
-def resume_config(path: Path) -> TrainConfig:
-    """The config stored in a run.pt (for ``--resume``; the CLI applies explicit options on top)."""
-    return resume_point(path)[0]
-
-
-def resume_point(path: Path) -> tuple[TrainConfig, int]:
-    """The stored config and the iteration a run.pt was saved at."""
-    ck = load_resume_checkpoint(Path(path), None)
-    d = dict(ck["config"])
-    d["sim"] = {k: v for k, v in d["sim"].items() if k != "control_dt"}
-    cfg = from_dict(d)
-    cfg.runner.stop_at = 0  # a stop point belongs to the invocation that stopped, not to the run
-    return cfg, int(ck["iteration"])
 
 
 def train(

@@ -21,7 +21,7 @@ from bcg_deploy.sim2sim.injection import (
     push_schedule,
 )
 from bcg_deploy.sim2sim.policy import make_inputs
-from bcg_deploy.sim2sim.runner import joint_dofs
+from bcg_deploy.sim2sim.setup import joint_dofs
 
 
 def test_quantisation_and_parsing():

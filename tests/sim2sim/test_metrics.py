@@ -9,7 +9,8 @@ import pytest
 from bcg_deploy.robots import load_robot
 from bcg_deploy.sim2sim import metrics
 from bcg_deploy.sim2sim.reference import reference_from_states
-from bcg_deploy.sim2sim.runner import Sim2SimConfig, foot_penetration, setup_from_reference, simulate_run
+from bcg_deploy.sim2sim.runner import foot_penetration, simulate_run
+from bcg_deploy.sim2sim.setup import Sim2SimConfig, setup_from_reference
 
 
 def test_e_track_known_offsets():

@@ -12,9 +12,10 @@ import pytest
 import torch
 
 from bcg_deploy.robots import load_robot
+from bcg_deploy.sim2sim.evaluate import run_sim2sim
 from bcg_deploy.sim2sim.obs_contract import ObsContract
 from bcg_deploy.sim2sim.reference import initial_state
-from bcg_deploy.sim2sim.runner import Sim2SimConfig, prepare, run_sim2sim
+from bcg_deploy.sim2sim.setup import Sim2SimConfig, prepare
 
 from .test_bad_inputs import run_cli
 

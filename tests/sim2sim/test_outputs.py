@@ -11,7 +11,8 @@ from bcg_deploy.errors import BcgdError
 from bcg_deploy.robots import load_robot
 from bcg_deploy.sim2sim.reference import reference_from_states
 from bcg_deploy.sim2sim.report import Report
-from bcg_deploy.sim2sim.runner import Sim2SimConfig, setup_from_reference, simulate_run
+from bcg_deploy.sim2sim.runner import simulate_run
+from bcg_deploy.sim2sim.setup import Sim2SimConfig, setup_from_reference
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +121,7 @@ def test_viewer_without_display_is_a_one_line_error(monkeypatch):
 
 
 def test_fall_starts_names_how_the_falling_runs_started():
-    from bcg_deploy.sim2sim.runner import RunResult
+    from bcg_deploy.sim2sim.setup import RunResult
 
     def run(i, fell, rpy):
         start = {"root_offset_m": [0.0] * 3, "root_roll_pitch_yaw_rad": rpy, "joint_offset_max_abs_rad": 0.1}

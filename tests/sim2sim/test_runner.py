@@ -12,7 +12,8 @@ from bcg_deploy.robots import load_robot
 from bcg_deploy.sim2sim.injection import InitDraw
 from bcg_deploy.sim2sim.reference import initial_state, reference_from_states
 from bcg_deploy.sim2sim.report import Report
-from bcg_deploy.sim2sim.runner import Sim2SimConfig, prepare, run_streams, setup_from_reference, simulate_run
+from bcg_deploy.sim2sim.runner import run_streams, simulate_run
+from bcg_deploy.sim2sim.setup import Sim2SimConfig, prepare, setup_from_reference
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +168,8 @@ def test_pin_base_follows_the_reference_root(spec, waving_ref):
 def test_foot_penetration_equals_mujoco_contact_dist(spec):
     """The run's foot penetration (from sphere heights) equals the mean -dist of MuJoCo's own
     foot-sphere/floor contacts over every physics step, with other contacts (a falling robot) ignored."""
-    from bcg_deploy.sim2sim.runner import foot_geoms, foot_penetration
+    from bcg_deploy.sim2sim.runner import foot_penetration
+    from bcg_deploy.sim2sim.setup import foot_geoms
 
     m = spec.load_model()
     q = np.tile(m.key_qpos[0], (151, 1))  # PD alone cannot balance: it topples within 3 s

@@ -158,7 +158,7 @@ class _BrokenSim:
 
 def test_parameter_errors_are_not_swallowed(env):
     from bcg_deploy.errors import BcgdError
-    from bcg_deploy.training.env.imitation import apply_params_to_sim
+    from bcg_deploy.training.env.simulator import apply_params_to_sim
 
     with pytest.raises(RuntimeError, match="launch failed"):
         apply_params_to_sim(_BrokenSim(env.sim, RuntimeError("launch failed")), env.robot, env.params)

@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from bcg_deploy.cli import _register, app
 from bcg_deploy.training import checkpoint as ckpt_io
 from bcg_deploy.training.logger import read_metrics
-from bcg_deploy.training.runner import Trainer, resume_config
+from bcg_deploy.training.resume import resume_config
+from bcg_deploy.training.runner import Trainer
 
 from .conftest import tiny_cfg
 
@@ -126,7 +127,7 @@ def test_snapshots_keep_each_point_of_the_schedule_and_resume_elsewhere(full_run
     from bcg_deploy.cli import train as cli_train
     from bcg_deploy.cli.train import build_config
     from bcg_deploy.errors import BcgdError
-    from bcg_deploy.training.runner import SNAPSHOT_DIR
+    from bcg_deploy.training.resume import SNAPSHOT_DIR
 
     assert cli_train.SNAPSHOT_DIR == SNAPSHOT_DIR
     snaps = sorted((full_run.run_dir / SNAPSHOT_DIR).glob("run_*.pt"))

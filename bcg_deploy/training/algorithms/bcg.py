@@ -62,7 +62,8 @@ from bcg_deploy.observations.kinematics import Kinematics, quat_normalize
 from bcg_deploy.robots import RobotSpec
 from bcg_deploy.training.config import BCGCfg, check_bcg_cfg
 from bcg_deploy.training.env import domain_rand as dr
-from bcg_deploy.training.env.imitation import PARAM_GROUPS, TransitionOut, sim_param_arrays
+from bcg_deploy.training.env.imitation import TransitionOut
+from bcg_deploy.training.env.simulator import PARAM_GROUPS, sim_param_arrays
 
 # ---------------------------------------------------------------------------------------------
 # pure helpers

@@ -2,7 +2,7 @@
 
 ``sample_params`` draws one ``EnvParams`` row per env (nominal values when randomisation is off);
 ``assign_rows(params, new, idx, RESET_FIELDS)`` redraws the per-episode ones for reset envs. Which
-physical parameters reach the simulator depends on what it accepts (see ``env.apply_params_to_sim``);
+physical parameters reach the simulator depends on what it accepts (see ``env.simulator.apply_params_to_sim``);
 the action-side terms (default joint offset, action latency), pushes and reset noise are applied by
 the env itself. All randomness comes from the global torch RNG (saved in run.pt), so a resumed run
 is reproducible."""
