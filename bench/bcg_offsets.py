@@ -40,7 +40,7 @@ from bench_common import make_trainer, write_report
 
 from bcg_deploy.training import checkpoint as ckpt_io
 from bcg_deploy.training.algorithms.bcg import BundledTransition, foot_jacobian
-from bcg_deploy.training.resume import resume_config
+from bcg_deploy.training.run_files import resume_config
 from bcg_deploy.training.runner import Trainer
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -167,14 +167,26 @@ def test_no_private_name_crosses_a_module(modules):
     assert found == {}
 
 
+def _explained(lines: list[str], line: int) -> bool:
+    """A comment on the import's line, on another line of its block of imports, or on the line above it."""
+    i = line - 1
+    while i > 0 and lines[i - 1].lstrip().startswith(("from ", "import ")):
+        i -= 1
+    block = [lines[j] for j in range(i, line)]
+    while line < len(lines) and lines[line].lstrip().startswith(("from ", "import ")):
+        block.append(lines[line])
+        line += 1
+    return any("#" in ln for ln in block) or (i > 0 and lines[i - 1].lstrip().startswith("#"))
+
+
 def test_function_local_imports_say_why(modules):
     """A project module imported inside a function is there to keep another import off start-up (or off a
-    path that does not need it): the line or the one above says so in a comment."""
+    path that does not need it): a comment at the import (its line, its block, or the line above) says so."""
     silent = set()
     for n, m in modules.items():
         lines = m.path.read_text().splitlines()
         for target, line, local in m.imports:
-            if local and "#" not in lines[line - 1] and not lines[line - 2].lstrip().startswith("#"):
+            if local and not _explained(lines, line):
                 silent.add(f"{n}:{line} imports {target}")
     assert sorted(silent) == []
 

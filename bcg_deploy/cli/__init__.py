@@ -1,7 +1,7 @@
 """The ``bcgd`` command line: thin typer commands over the library.
 
-Each sub-module registers its commands on ``app``; library errors (:class:`BcgdError`) become a
-one-line ``error:`` message and exit code 2, never a traceback.
+Each command module adds its commands to ``app`` (``cli.app``); library errors (:class:`BcgdError`) become
+a one-line ``error:`` message and exit code 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -9,58 +9,14 @@ from __future__ import annotations
 import os
 import sys
 
-import typer
-from rich.console import Console
-
+from bcg_deploy.cli.app import app as app
+from bcg_deploy.cli.app import console as console
+from bcg_deploy.cli.app import err_console as err_console
 from bcg_deploy.errors import BcgdError
-
-app = typer.Typer(
-    name="bcgd",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-console = Console()
-err_console = Console(stderr=True)
 
 # Options that take a value but may also be given bare (``--noise`` alone = ``--noise 1``): typer has no
 # optional-value options, so ``main`` supplies the value before parsing. command -> {option: bare value}.
 BARE_VALUES: dict[str, dict[str, str]] = {"sim2sim": {"--noise": "1"}}
-
-
-def _flags_without_type() -> None:
-    """Show flags as flags in ``--help``: typer's rich help prints ``<bool>`` beside on/off options."""
-    try:
-        from typer.core import TyperOption
-    except ImportError:  # pragma: no cover - older typer: nothing to fix
-        return
-    show = getattr(TyperOption, "display_type_rich", None)
-    if show is None or getattr(show, "_bcgd", False):
-        return
-
-    def display_type_rich(self, ctx):  # noqa: ANN001, ANN202 - typer's signature
-        return None if self.is_flag or self.count else show(self, ctx)
-
-    display_type_rich._bcgd = True  # type: ignore[attr-defined]
-    TyperOption.display_type_rich = display_type_rich
-
-
-_flags_without_type()
-
-
-def _version(value: bool) -> None:
-    if value:
-        import bcg_deploy
-
-        typer.echo(f"bcgd {bcg_deploy.__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
-) -> None:
-    """Train deployable G1 motion-imitation policies (SHAC + BCG), export them to ONNX, prove them in MuJoCo."""
 
 
 def fill_bare_values(argv: list[str]) -> list[str]:
@@ -90,34 +46,10 @@ def _is_number(word: str) -> bool:
     return True
 
 
-JSON_OPTION = typer.Option(None, "--json", help="Also write the result as JSON to this file ('-': stdout only).")
-
-
-def json_out(text: str, path: str | os.PathLike | None) -> None:
-    """``--json PATH`` in every command: ``-`` prints the JSON to stdout, a path writes it atomically."""
-    from bcg_deploy.fileio import atomic_write_bytes
-
-    if path is None:
-        return
-    if str(path) == "-":
-        typer.echo(text.rstrip("\n"))
-        return
-    written = atomic_write_bytes(path, (text.rstrip("\n") + "\n").encode())
-    err_console.print(f"wrote {written}", highlight=False)
-
-
 def _register() -> None:
-    # Imported for their side effect of adding commands to ``app``.
-    import importlib
-
-    from bcg_deploy.cli import robot  # noqa: F401
-
-    for name in ("motions", "train", "export", "sim2sim"):
-        try:
-            importlib.import_module(f"bcg_deploy.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"bcg_deploy.cli.{name}":
-                raise
+    """Add every command to ``app``. Called by ``main`` (and tests), not at import: the command modules load
+    torch and the training configuration, which ``fill_bare_values`` and the consoles do not need."""
+    from bcg_deploy.cli import export, motions, robot, sim2sim, train  # noqa: F401 - each registers its commands
 
 
 def _fail(message: str) -> None:

@@ -8,8 +8,10 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from bcg_deploy.cli import JSON_OPTION, app, console, err_console, json_out
-from bcg_deploy.cli.paths import check_writable, find_checkpoint
+from bcg_deploy.cli.app import JSON_OPTION, app, console, err_console, json_out, option
+from bcg_deploy.errors import BcgdError
+from bcg_deploy.fileio import check_writable
+from bcg_deploy.training.run_files import find_checkpoint
 
 
 def _fmt(x: float) -> str:
@@ -20,27 +22,19 @@ def _fmt(x: float) -> str:
 def export_cmd(
     checkpoint: Path = typer.Argument(..., help="Training checkpoint (run.pt)."),
     output: Path = typer.Option(Path("policy.onnx"), "--output", "-o", help="Destination .onnx file."),
-    inputs: str | None = typer.Option(
-        None, "--inputs", help="Paper profile: raw (robot state, default) or obs (its 849-value observation)."
+    inputs: str | None = option(None, "--inputs", "Paper profile: raw (robot state) or obs (849 values).", "raw"),
+    profile: str | None = option(
+        None, "--profile", "paper, beyondmimic, beyondmimic_wose or unitree.", "the checkpoint's"
     ),
-    profile: str | None = typer.Option(
-        None,
-        "--profile",
-        help="Consumer: paper (bcgd raw-state ONNX), beyondmimic, beyondmimic_wose (motion_tracking_controller), "
-        "unitree (unitree_rl_mjlab: also params/deploy.yaml + motion NPZ). Default: the checkpoint's profile.",
-    ),
-    deploy_yaml: bool = typer.Option(
-        False, "--deploy-yaml", help="Require the unitree side files (params/deploy.yaml beside -o's exported/)."
-    ),
-    parity_samples: int = typer.Option(1000, "--parity-samples", help="Minimum number of parity inputs."),
+    deploy_yaml: bool = option(False, "--deploy-yaml", "Require unitree's params/deploy.yaml beside exported/."),
+    parity_samples: int = option(1000, "--parity-samples", "Minimum number of parity inputs."),
     json_path: Path | None = JSON_OPTION,
 ) -> None:
     """Export a checkpoint to one self-contained ONNX, verified against torch with onnxruntime.
 
     A bare file name that is not in this folder is looked up in runs/*/ (where bcgd train writes run.pt).
     """
-    from bcg_deploy.errors import BcgdError
-    from bcg_deploy.export import ExportConfig, export_policy
+    from bcg_deploy.export import ExportConfig, export_policy  # onnx and the exporter load only when it runs
 
     checkpoint, note = find_checkpoint(checkpoint)
     if note:
@@ -57,20 +51,9 @@ def export_cmd(
         raise BcgdError("--deploy-yaml: only --profile unitree has a deploy.yaml (unitree_rl_mjlab's layout)")
     res = export_policy(cfg)
     p = res.parity
-    if json_path is not None:
-        out = {
-            "path": str(res.path),
-            "signature": res.signature,
-            "profile": res.profile,
-            "size_bytes": res.size_bytes,
-            "num_nodes": res.num_nodes,
-            "obs_dtype": res.obs_dtype,
-            "side_files": {k: str(v) for k, v in res.side_files.items()},
-            "parity": p,
-        }
-        json_out(json.dumps(out, indent=2), json_path)
-        if str(json_path) == "-":
-            return
+    json_out(json.dumps(res.to_dict(), indent=2), json_path)
+    if json_path is not None and str(json_path) == "-":
+        return
     console.print(
         f"wrote [bold]{res.path}[/] ({res.size_bytes / 1e6:.2f} MB, {res.num_nodes} nodes, {res.signature} inputs, "
         f"{res.obs_dtype} observation, {res.profile} profile, {len(res.metadata)} metadata keys)"
@@ -81,8 +64,9 @@ def export_cmd(
     console.print(t)
     console.print(
         f"max abs {_fmt(p['max_abs_err'])}  max rel {_fmt(p['max_rel_err'])}  (tolerance {p['tolerance']:g}; "
-        f"vs torch float64 {_fmt(p['max_abs_err_vs_torch_float64'])}; inputs {p['sources']})"
+        f"vs torch float64 {_fmt(p['max_abs_err_vs_torch_float64'])})"
     )
+    console.print("parity inputs: " + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in p["sources"].items()))
     for path in res.side_files.values():
         console.print(f"wrote {path}")
     console.print(f"next: bcgd sim2sim {res.path} --noise", highlight=False, soft_wrap=True)
@@ -96,7 +80,7 @@ def inspect_cmd(
     json_path: Path | None = JSON_OPTION,
 ) -> None:
     """Inputs, outputs and metadata of a policy, and a re-run of its parity check (exit 1 if it fails)."""
-    from bcg_deploy.export import inspect_policy
+    from bcg_deploy.export import inspect_policy  # onnx and the exporter load only when it runs
 
     if checkpoint is not None:
         checkpoint, note = find_checkpoint(checkpoint)
@@ -129,6 +113,6 @@ def inspect_cmd(
             console.print("stored parity: none (not a bcgd export)")
         shown = {k: v for k, v in rerun.items() if k != "per_output"}
         console.print(f"parity re-run ({rerun['mode']}): {'[green]passed[/]' if rerun['passed'] else '[red]FAILED[/]'}")
-        console.print(json.dumps(shown), highlight=False, soft_wrap=True)
+        console.print("  ".join(f"{k} {_fmt(v)}" for k, v in shown.items()), highlight=False, soft_wrap=True)
     if not rerun["passed"]:
         raise typer.Exit(1)

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from bcg_deploy.cli import JSON_OPTION, app, console, json_out
+from bcg_deploy.cli.app import JSON_OPTION, app, console, json_out
 from bcg_deploy.motions import MotionQuery, import_lafan1_dir, library_dir, list_motions, show_motion
 from bcg_deploy.motions.library import remove_motions
 

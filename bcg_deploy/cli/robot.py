@@ -10,7 +10,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from bcg_deploy.cli import JSON_OPTION, app, console, json_out
+from bcg_deploy.cli.app import JSON_OPTION, app, console, json_out
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.robots import load_robot
 
@@ -22,46 +22,13 @@ robot_app = typer.Typer(help="Inspect and export the packaged robot model.", no_
 app.add_typer(robot_app, name="robot")
 
 
-def robot_info_dict(name: str) -> dict:
-    spec = load_robot(name)
-    m = spec.load_model(scene=False)
-    return {
-        "name": spec.name,
-        "mjcf": str(spec.mjcf_path),
-        "model_hash": spec.model_hash,
-        "nq": m.nq,
-        "nv": m.nv,
-        "nu": m.nu,
-        "nbody": m.nbody - 1,
-        "total_mass": spec.total_mass,
-        "joints": [
-            {
-                "name": n,
-                "default": float(spec.default_joint_pos[i]),
-                "range": spec.joint_range[i].tolist(),
-                "kp": float(spec.kp[i]),
-                "kd": float(spec.kd[i]),
-                "effort_limit": float(spec.effort_limit[i]),
-                "velocity_limit": float(spec.velocity_limit[i]),
-                "armature": float(spec.armature[i]),
-                "action_scale": float(spec.action_scale[i]),
-            }
-            for i, n in enumerate(spec.joint_names)
-        ],
-        "foot_contact_points": [
-            {"body": c.body, "pos": list(c.pos), "radius": c.radius} for c in spec.foot_contact_points
-        ],
-        "key_bodies": [{"name": k.name, "body": k.body, "offset": list(k.offset)} for k in spec.key_bodies],
-    }
-
-
 @robot_app.command("info")
 def info(
     name: str = typer.Option("g1", "--robot", help="Packaged robot name."),
     json_path: Path | None = JSON_OPTION,
 ) -> None:
     """Sizes, mass, joint order, gains and limits of the robot model (fits 80 columns)."""
-    d = robot_info_dict(name)
+    d = load_robot(name).summary()
     json_out(json.dumps(d, indent=2), json_path)
     if json_path is not None and str(json_path) == "-":
         return

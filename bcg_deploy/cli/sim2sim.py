@@ -7,18 +7,10 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from bcg_deploy.cli import JSON_OPTION, app, console, err_console, json_out
-from bcg_deploy.cli.paths import check_writable
+from bcg_deploy.cli.app import JSON_OPTION, app, console, err_console, json_out, option
+from bcg_deploy.fileio import check_writable
 
-
-def speed(sim_s: float, wall_s: float) -> str:
-    """The real-time factor, to two significant figures (``0.2x``, ``3.4x``, ``27x``, ``150x``)."""
-    if wall_s <= 0:
-        return "-"
-    rtf = sim_s / wall_s
-    if rtf >= 100:
-        return f"{rtf:.0f}x"
-    return f"{float(f'{rtf:.2g}'):g}x"
+INJECT, REPLAY, OUTPUT = "Perturbations", "Replay a clip (no policy)", "Outputs"
 
 
 @app.command("sim2sim")
@@ -26,85 +18,56 @@ def sim2sim(
     policy: Path | None = typer.Argument(
         None, help="Exported policy (bcgd export). Optional only with --replay --motion.", show_default=False
     ),
-    runs: int = typer.Option(5, "--runs", help="Seeded runs over the whole clip."),
-    jobs: int = typer.Option(
-        0,
-        "--jobs",
-        help="Processes for the runs (0 = one per core when runs x clip >= 100 s, else 1; the report is the same).",
+    runs: int = option(5, "--runs", "Seeded runs over the whole clip."),
+    jobs: int = option(0, "--jobs", "Processes (0: one per core when runs x clip >= 100 s; same report)."),
+    seed: int = option(0, "--seed", "Base seed; the same seed gives the same report."),
+    physics_dt: float = option(0.002, "--physics-dt", "MuJoCo timestep (s); 0.002 = 500 Hz."),
+    max_seconds: float | None = option(None, "--max-seconds", "Evaluate only the clip's first seconds.", "all"),
+    keep_going: bool = option(False, "--continue-after-fall", "Do not stop a run when it falls."),
+    force: bool = option(False, "--force", "Run even if the policy's robot model hash differs."),
+    robot: str = option("g1", "--robot", "Packaged robot name."),
+    mjcf: Path | None = option(None, "--mjcf", "Another G1 MJCF: its bodies and collisions, the ONNX's gains."),
+    latency: str = option("0", "--latency", "Action latency (ms), or a uniform range LO:HI (<= 1000).", panel=INJECT),
+    obs_latency: str = option("0", "--obs-latency", "Observation latency (ms), or LO:HI (<= 1000).", panel=INJECT),
+    noise: float = option(0.0, "--noise", "Sensor noise, x the training levels (--noise alone: 1).", panel=INJECT),
+    init_noise: bool = option(
+        True, "--init-noise/--no-init-noise", "Perturb each start, as training's resets.", panel=INJECT
     ),
-    seed: int = typer.Option(0, "--seed", help="Base seed; the same seed reproduces the JSON report."),
-    physics_dt: float = typer.Option(0.002, "--physics-dt", help="MuJoCo timestep (s); 0.002 = 500 Hz."),
-    latency: str = typer.Option("0", "--latency", help="Action latency in ms, or a uniform range LO:HI (<= 1000)."),
-    obs_latency: str = typer.Option("0", "--obs-latency", help="Observation latency in ms, or LO:HI (<= 1000)."),
-    noise: float = typer.Option(
-        0.0, "--noise", help="Sensor noise: SCALE x the training levels; --noise alone = 1 (as trained)."
-    ),
-    init_noise: bool = typer.Option(
-        True, "--init-noise/--no-init-noise", help="Seeded initial-state perturbation per run, as training's resets."
-    ),
-    randomize: bool = typer.Option(False, "--randomize", help="Training domain randomisation ranges."),
-    push: bool = typer.Option(False, "--push", help="Training push schedule."),
-    replay: bool = typer.Option(False, "--replay", help="Drive the PD with the reference joints, no policy."),
-    pin_base: bool = typer.Option(False, "--pin-base", help="With --replay: pin the pelvis to the reference root."),
-    motion: str | None = typer.Option(
-        None, "--motion", help="With --replay: task, registered clip NAME (bcgd motions list) or LAFAN1 CSV."
-    ),
-    start: float = typer.Option(0.0, "--start", help="With --motion CSV or clip: window start (s)."),
-    duration: float | None = typer.Option(
-        None, "--duration", help="With --motion CSV or clip: window length (s).", show_default="to the end"
-    ),
-    max_seconds: float | None = typer.Option(
-        None, "--max-seconds", help="Evaluate only the clip's first seconds.", show_default="whole clip"
-    ),
-    keep_going: bool = typer.Option(False, "--continue-after-fall", help="Do not stop a run when it falls."),
-    force: bool = typer.Option(False, "--force", help="Run even if the policy's robot model hash differs."),
+    randomize: bool = option(False, "--randomize", "Training's domain randomisation ranges.", panel=INJECT),
+    push: bool = option(False, "--push", "Training's push schedule.", panel=INJECT),
+    replay: bool = option(False, "--replay", "Drive the PD with the reference joints.", panel=REPLAY),
+    pin_base: bool = option(False, "--pin-base", "Pin the pelvis to the reference root.", panel=REPLAY),
+    motion: str | None = option(None, "--motion", "Task, clip NAME (bcgd motions list) or LAFAN1 CSV.", panel=REPLAY),
+    start: float = option(0.0, "--start", "Window start in the --motion clip (s).", panel=REPLAY),
+    duration: float | None = option(None, "--duration", "Window length (s).", "to the end", REPLAY),
     json_path: Path | None = JSON_OPTION,
-    plot_path: Path | None = typer.Option(None, "--plot", help="Write a PNG of the error over time."),
-    video_path: Path | None = typer.Option(
-        None, "--video", help="Write run 0 as .mp4 or .gif (needs the [video] extra and EGL or OSMesa)."
+    plot_path: Path | None = option(None, "--plot", "Write a PNG of the error over time.", panel=OUTPUT),
+    video_path: Path | None = option(
+        None, "--video", "Run 0 as .mp4 or .gif (the \\[video] extra, EGL or OSMesa).", panel=OUTPUT
     ),
-    width: int = typer.Option(640, "--width", help="Video width (pixels)."),
-    height: int = typer.Option(480, "--height", help="Video height (pixels)."),
-    viewer: bool = typer.Option(False, "--viewer", help="Show run 0 in the interactive viewer (needs a display)."),
-    robot: str = typer.Option("g1", "--robot", help="Packaged robot name."),
-    mjcf: Path | None = typer.Option(
-        None, "--mjcf", help="Another G1 model (MJCF): joints/bodies by name, gains from the ONNX, its own collisions."
-    ),
+    width: int = option(640, "--width", "Video width (pixels).", panel=OUTPUT),
+    height: int = option(480, "--height", "Video height (pixels).", panel=OUTPUT),
+    viewer: bool = option(False, "--viewer", "Show run 0 in the interactive viewer (a display).", panel=OUTPUT),
 ) -> None:
     """Run POLICY in MuJoCo (500 Hz PD, policy at its control rate) and report falls and tracking error."""
-    from bcg_deploy.sim2sim.evaluate import run_sim2sim
+    from bcg_deploy.sim2sim.evaluate import run_sim2sim  # MuJoCo's stack and onnxruntime load only when it runs
     from bcg_deploy.sim2sim.injection import parse_ms_range
     from bcg_deploy.sim2sim.setup import Sim2SimConfig, prepare
 
     cfg = Sim2SimConfig(
-        runs=runs,
-        seed=seed,
-        physics_dt=physics_dt,
-        latency_ms=parse_ms_range(latency, "--latency"),
+        runs=runs, seed=seed, physics_dt=physics_dt, noise_scale=noise, init_noise=init_noise, randomize=randomize,
+        push=push, replay=replay, pin_base=pin_base, motion=motion, motion_start_s=start, motion_duration_s=duration,
+        max_duration_s=max_seconds, stop_on_fall=not keep_going, force=force, robot=robot, jobs=jobs,
+        mjcf=None if mjcf is None else str(mjcf), latency_ms=parse_ms_range(latency, "--latency"),
         obs_latency_ms=parse_ms_range(obs_latency, "--obs-latency"),
-        noise_scale=noise,
-        init_noise=init_noise,
-        randomize=randomize,
-        push=push,
-        replay=replay,
-        pin_base=pin_base,
-        motion=motion,
-        motion_start_s=start,
-        motion_duration_s=duration,
-        max_duration_s=max_seconds,
-        stop_on_fall=not keep_going,
-        force=force,
-        robot=robot,
-        mjcf=None if mjcf is None else str(mjcf),
-        jobs=jobs,
-    )
+    )  # fmt: skip
     to_stdout = json_path is not None and str(json_path) == "-"
     out = err_console if to_stdout else console
     for path, what in ((json_path, "--json"), (plot_path, "--plot")):
         if path is not None and str(path) != "-":
             check_writable(path, what)
     if video_path is not None:
-        from bcg_deploy.sim2sim.video import VideoRecorder
+        from bcg_deploy.sim2sim.video import VideoRecorder  # as above
 
         VideoRecorder(video_path, fps=50.0, width=width, height=height)  # checks format, imageio, path up front
     setup = prepare(policy, cfg)  # every input checked before the progress bar and the worker processes start
@@ -134,16 +97,9 @@ def sim2sim(
     for note in [*report.settings["notes"], report.fall_starts()]:
         if note:
             out.print(f"[dim]note: {note}[/]", highlight=False)
-    m, x = report.settings["mujoco"], report.extras
-    out.print(
-        f"MuJoCo {m['version']} {m['integrator']}/{m['solver']}/{m['cone']}, physics {cfg.physics_dt * 1e3:g} ms, "
-        f"control {report.settings['control_dt'] * 1e3:g} ms; {x['sim_s']:.1f} s simulated in "
-        f"{x['elapsed_s']:.1f} s ({speed(x['sim_s'], x['elapsed_s'])} real time; "
-        f"{speed(x['sim_s'], x['wall_s'])} per process{', video rendering included' if video_path else ''})",
-        highlight=False,
-    )
+    out.print(report.speed_text(), highlight=False)
     if plot_path is not None:
         out.print(f"wrote {report.plot(plot_path)}")
     if video_path is not None:
-        v = x["video"]
+        v = report.extras["video"]
         out.print(f"wrote {v['path']} ({v['frames']} frames, {v['backend']})" if v["path"] else "no video frames")

@@ -76,6 +76,19 @@ class ExportResult:
     """Precision of the observation inside the graph (raw signature: float32, or float64 when float32
     missed the parity tolerance; obs signature: float32)."""
 
+    def to_dict(self) -> dict[str, Any]:
+        """What ``bcgd export --json`` writes: paths, signature, profile, size, parity (plain values)."""
+        return {
+            "path": str(self.path),
+            "signature": self.signature,
+            "profile": self.profile,
+            "size_bytes": self.size_bytes,
+            "num_nodes": self.num_nodes,
+            "obs_dtype": self.obs_dtype,
+            "side_files": {k: str(v) for k, v in self.side_files.items()},
+            "parity": self.parity,
+        }
+
 
 def load_for_export(checkpoint: Path) -> tuple[dict, RobotSpec]:
     """Load + validate the export keys of a checkpoint and the packaged robot it names."""

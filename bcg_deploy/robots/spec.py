@@ -84,6 +84,38 @@ class RobotSpec:
         """What a checkpoint or ONNX records to name this robot: name and model hash."""
         return {"name": self.name, "model_hash": self.model_hash}
 
+    def summary(self) -> dict:
+        """Sizes, mass, and every joint's gains and limits as plain values (``bcgd robot info``; JSON)."""
+        m = self.load_model(scene=False)
+        return {
+            "name": self.name,
+            "mjcf": str(self.mjcf_path),
+            "model_hash": self.model_hash,
+            "nq": m.nq,
+            "nv": m.nv,
+            "nu": m.nu,
+            "nbody": m.nbody - 1,
+            "total_mass": self.total_mass,
+            "joints": [
+                {
+                    "name": n,
+                    "default": float(self.default_joint_pos[i]),
+                    "range": self.joint_range[i].tolist(),
+                    "kp": float(self.kp[i]),
+                    "kd": float(self.kd[i]),
+                    "effort_limit": float(self.effort_limit[i]),
+                    "velocity_limit": float(self.velocity_limit[i]),
+                    "armature": float(self.armature[i]),
+                    "action_scale": float(self.action_scale[i]),
+                }
+                for i, n in enumerate(self.joint_names)
+            ],
+            "foot_contact_points": [
+                {"body": c.body, "pos": list(c.pos), "radius": c.radius} for c in self.foot_contact_points
+            ],
+            "key_bodies": [{"name": k.name, "body": k.body, "offset": list(k.offset)} for k in self.key_bodies],
+        }
+
 
 def file_sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()

@@ -94,6 +94,17 @@ class Report:
         t.add_row("std", "", "", *std)
         return t
 
+    def speed_text(self) -> str:
+        """One line: the MuJoCo settings, and how fast the runs went (real-time factor overall and per process)."""
+        m, x, dt = self.settings["mujoco"], self.extras, self.settings["physics_dt"]
+        video = ", video rendering included" if x.get("video") else ""
+        return (
+            f"MuJoCo {m['version']} {m['integrator']}/{m['solver']}/{m['cone']}, physics {dt * 1e3:g} ms, "
+            f"control {self.settings['control_dt'] * 1e3:g} ms; {x['sim_s']:.1f} s simulated in "
+            f"{x['elapsed_s']:.1f} s ({speed(x['sim_s'], x['elapsed_s'])} real time; "
+            f"{speed(x['sim_s'], x['wall_s'])} per process{video})"
+        )
+
     def plot(self, path: str | Path) -> Path:
         """PNG: mean body position error (cm) and joint RMS error over time, one line per run."""
         import matplotlib
@@ -124,6 +135,16 @@ class Report:
         finally:
             plt.close(fig)
         return atomic_write_bytes(path, png.getvalue())
+
+
+def speed(sim_s: float, wall_s: float) -> str:
+    """The real-time factor, to two significant figures (``0.2x``, ``3.4x``, ``27x``, ``150x``)."""
+    if wall_s <= 0:
+        return "-"
+    rtf = sim_s / wall_s
+    if rtf >= 100:
+        return f"{rtf:.0f}x"
+    return f"{float(f'{rtf:.2g}'):g}x"
 
 
 def _fmt(fmt: str, v) -> str:

@@ -12,12 +12,15 @@
   deterministic atomics (CPU kernels are single-threaded, hence deterministic already: setting Warp's
   option there would only recompile the modules). Returns the effective settings (what config.yaml
   records beside the config).
+- ``init_warp(device)``: initialise Warp quietly; returns its start-up warning worth showing, if any.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +89,26 @@ def configure_numerics(device: torch.device | str, tf32: bool = False, determini
     else:
         torch.use_deterministic_algorithms(False)
     return {**numerics_state(), "warp_deterministic": warp_mode}
+
+
+def init_warp(device: str) -> str | None:
+    """Initialise Warp before any progress output, its banner off. Its CUDA-driver warning is written by the
+    native library to the process's stderr, so it is captured there and returned as one line, only when it
+    matters: a GPU was asked for, or the warning is not about CUDA. None when there is nothing to say."""
+    import warp as wp  # Warp takes a second to import: only a process that trains loads it
+
+    wp.config.log_level = wp.LOG_WARNING
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as cap:
+        os.dup2(cap.fileno(), 2)
+        try:
+            wp.init()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        cap.seek(0)
+        text = cap.read().decode(errors="replace").strip()
+    if text and (not device.startswith("cpu") or "CUDA" not in text):
+        return f"warp: {' '.join(text.split())}"
+    return None

@@ -1,7 +1,7 @@
 """PPO (rsl_rl's implementation) on the imitation task: the paper's baseline in the same tool.
 
 ``train_ppo(cfg, ...) -> TrainResult`` is what ``bcgd train --algo ppo`` calls (through
-``runner.train``). It needs the optional extra ``pip install bcg-deploy[ppo]`` (``rsl-rl-lib``).
+``training.run.train``). It needs the optional extra ``pip install bcg-deploy[ppo]`` (``rsl-rl-lib``).
 
 - The env is ``ImitationEnv`` (same observation, ADD reward, terminations, domain randomisation)
   behind ``vec_env.ImitationVecEnv``, which steps the simulator forward-only.
@@ -47,7 +47,7 @@ from bcg_deploy.training.logger import MetricsLogger, episode_metrics
 from bcg_deploy.training.networks import mlp
 from bcg_deploy.training.normalizer import RunningNormalizer
 from bcg_deploy.training.parallel.distributed import StopRequest, World
-from bcg_deploy.training.resume import CHECKPOINT_NAME
+from bcg_deploy.training.run_files import CHECKPOINT_NAME
 from bcg_deploy.training.runner import Trainer, TrainResult, load_motion, seed_everything
 
 try:

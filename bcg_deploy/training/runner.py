@@ -1,9 +1,9 @@
-"""The training run: build env + SHAC + ADD from a ``TrainConfig``, iterate, log, checkpoint, resume.
+"""The SHAC training run: build env + SHAC + ADD from a ``TrainConfig``, iterate, log, checkpoint, resume.
 
-``train(cfg, resume=None, on_iteration=None) -> TrainResult`` is the one library call behind
-``bcgd train``. Each iteration: linear learning-rate decay, one differentiable SHAC window
-(``SHAC.rollout``), the actor step, the critic (TD(lambda), ensemble, Polyak target), the running
-normalisers, the discriminator step; then metrics to ``metrics.jsonl`` / TensorBoard and the
+``Trainer(cfg, resume=None, on_iteration=None).run() -> TrainResult`` is what ``training.run.train`` (the
+library call behind ``bcgd train``) runs for SHAC. Each iteration: linear learning-rate decay, one
+differentiable SHAC window (``SHAC.rollout``), the actor step, the critic (TD(lambda), ensemble, Polyak
+target), the running normalisers, the discriminator step; then metrics to ``metrics.jsonl`` / TensorBoard and the
 ``on_iteration`` callback (the CLI's rich progress). ``run.pt`` is written atomically every
 ``runner.save_every`` iterations and at the end, never from a non-finite model (the refusal is logged
 in ``events.jsonl``), and kept as ``snapshots/run_<iteration>.pt`` every ``runner.keep_every``. A run
@@ -52,12 +52,12 @@ from bcg_deploy.training.parallel.distributed import (
     split_env_state,
 )
 from bcg_deploy.training.parallel.syncs import first_true
-from bcg_deploy.training.resume import (
+from bcg_deploy.training.rng import EnvRandom, even_split, shard_seed
+from bcg_deploy.training.run_files import (
     CHECKPOINT_NAME,
     keep_snapshot,
     load_resume_checkpoint,
 )
-from bcg_deploy.training.rng import EnvRandom, even_split, shard_seed
 
 EPISODE_WINDOW = 100
 
@@ -529,31 +529,3 @@ def build_transition(cfg: TrainConfig, env: ImitationEnv, seed: int | None = Non
 def _optimizer_state(sd: dict) -> dict:
     """An optimizer state dict as stored by ``checkpoint.plain`` (str keys) back to torch's int keys."""
     return {**sd, "state": {int(k): v for k, v in sd["state"].items()}}
-
-
-def train(
-    cfg: TrainConfig,
-    resume: Path | None = None,
-    on_iteration: Callable[[dict], None] | None = None,
-    on_event: Callable[[dict], None] | None = None,
-    motion: Motion | None = None,
-    sim: Any = None,
-    world: World | None = None,
-) -> TrainResult:
-    """Train (or resume) a policy; see the module docstring. ``cfg.algo == "ppo"`` runs ``ppo.train_ppo``.
-
-    ``world``: this process's place in a data-parallel run (``distributed.world_from_env``); default one
-    process."""
-    if cfg.algo == "ppo":
-        if world is not None and world.distributed:
-            raise BcgdError("--algo ppo runs in one process (use --nproc 1)")
-        if resume is not None:
-            raise BcgdError("--resume is not available for --algo ppo runs yet (start a new run)")
-        from bcg_deploy.training.ppo import train_ppo
-
-        return train_ppo(cfg, on_iteration=on_iteration, on_event=on_event, motion=motion, sim=sim)
-    trainer = Trainer(
-        cfg, resume=resume, motion=motion, sim=sim, on_iteration=on_iteration, on_event=on_event, world=world
-    )
-    trainer.world.barrier()  # set-up (kernel compilation) takes the ranks different times
-    return trainer.run()

@@ -7,7 +7,7 @@ import pytest
 
 import bcg_deploy
 from bcg_deploy.cli import fill_bare_values
-from bcg_deploy.cli.sim2sim import speed
+from bcg_deploy.sim2sim.report import speed
 from tests.cli.util import bcgd
 
 

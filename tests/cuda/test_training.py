@@ -14,7 +14,7 @@ from bcg_deploy.training.config import TrainConfig, apply_overrides
 from bcg_deploy.training.evaluate import evaluate_checkpoint
 from bcg_deploy.training.logger import read_metrics
 from bcg_deploy.training.parallel.syncs import SyncCounter
-from bcg_deploy.training.resume import resume_config
+from bcg_deploy.training.run_files import resume_config
 from bcg_deploy.training.runner import Trainer
 from tests.cuda import requires_cuda
 from tests.training.conftest import slice_motion, tiny_cfg

@@ -95,9 +95,9 @@ def test_corrupt_library_index_is_a_clear_error(bcgd_home):
 def test_library_clips_by_name_list_remove_and_a_moved_folder(tmp_path, robot, bcgd_home):
     """A clip imported with `motions import` is listed with its state, usable by name (train's config,
     sim2sim's replay), removable; a moved folder is reported as missing with commands that exist."""
-    from bcg_deploy.cli.train import build_config
     from bcg_deploy.motions.library import registered_file, remove_motions
     from bcg_deploy.sim2sim import Sim2SimConfig, run_sim2sim
+    from bcg_deploy.training.run import plan_run
     from tests.cli.util import bcgd
 
     folder = tmp_path / "lafan"
@@ -111,16 +111,16 @@ def test_library_clips_by_name_list_remove_and_a_moved_folder(tmp_path, robot, b
     out = bcgd("motions", "list", env=env)
     assert out.returncode == 0 and "walk1_subject1" in out.stdout and "registered LAFAN1 files (2)" in out.stdout
 
-    cfg = build_config("walk1_subject1", None, 0.5, 2.0, None, None, None, None, None, None, tmp_path / "r", None,
+    cfg = plan_run("walk1_subject1", None, 0.5, 2.0, None, None, None, None, None, None, tmp_path / "r", None,
                        [], None)  # fmt: skip
     assert cfg.motion.csv == str(walk.resolve()) and (cfg.motion.start_s, cfg.motion.duration_s) == (0.5, 2.0)
     run_csv = str((folder / "run1_subject2.csv").resolve())
-    cfg = build_config("run", None, 0.5, 2.0, None, None, None, None, None, None, tmp_path / "r", None, [], None)
+    cfg = plan_run("run", None, 0.5, 2.0, None, None, None, None, None, None, tmp_path / "r", None, [], None)
     assert (cfg.motion.task, cfg.motion.csv, cfg.motion.start_s, cfg.motion.duration_s) == ("run", run_csv, 0.5, 2.0)
-    cfg = build_config("run", None, None, 4.0, None, None, None, None, None, None, tmp_path / "r", None, [], None)
+    cfg = plan_run("run", None, None, 4.0, None, None, None, None, None, None, tmp_path / "r", None, [], None)
     assert (cfg.motion.csv, cfg.motion.start_s) == (run_csv, resolve_task("run")["start_s"])
     with pytest.raises(BcgdError, match="task 'jump' uses the built-in synthetic clip here"):
-        build_config("jump", None, 3.0, None, None, None, None, None, None, None, tmp_path / "r", None, [], None)
+        plan_run("jump", None, 3.0, None, None, None, None, None, None, None, tmp_path / "r", None, [], None)
     rep = run_sim2sim(None, Sim2SimConfig(runs=1, replay=True, motion="walk1_subject1", motion_duration_s=1.0))
     assert rep.settings["reference"]["source"] == "motion walk1_subject1" and rep.runs[0].steps == 50
 

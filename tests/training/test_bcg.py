@@ -389,25 +389,25 @@ def test_bad_bcg_values_are_one_line_errors():
 
 
 def test_cli_options_reach_the_config():
-    from bcg_deploy.cli.train import build_config
+    from bcg_deploy.training.run import plan_run
 
     bcg = {"enabled": True, "num_branches": 4, "horizon": 3, "sigma_p": 0.02, "sigma_v": 0.01, "tau": 300.0,
            "max_dq": 0.1, "max_dqd": 0.5}  # fmt: skip
-    cfg = build_config("dance", None, None, None, None, None, None, None, None, None, None, None, [], None, bcg)
+    cfg = plan_run("dance", None, None, None, None, None, None, None, None, None, None, None, [], None, bcg)
     b = cfg.bcg
     assert (b.enabled, b.num_branches, b.horizon, b.sigma_p, b.sigma_v, b.tau) == (True, 4, 3, 0.02, 0.01, 300.0)
     assert (b.max_dq, b.max_dqd) == (0.1, 0.5)
-    cfg = build_config("dance", None, None, None, None, None, None, None, None, None, None, None, [], None,
+    cfg = plan_run("dance", None, None, None, None, None, None, None, None, None, None, None, [], None,
                        {"enabled": False})  # fmt: skip
     assert not cfg.bcg.enabled and cfg.bcg.num_branches == 10 and cfg.bcg.tau == 400.0
 
 
 def test_each_method_defaults_to_its_paper_batch(tmp_path):
     """Plain SHAC by default at the paper's 128 envs; ``--bundle`` at its 64 unless ``--envs`` or ``--set``."""
-    from bcg_deploy.cli.train import build_config
+    from bcg_deploy.training.run import plan_run
 
     def cfg(envs=None, bundle=None, overrides=()):
-        return build_config("dance", None, None, None, envs, None, None, None, None, None, tmp_path / "r", None,
+        return plan_run("dance", None, None, None, envs, None, None, None, None, None, tmp_path / "r", None,
                             list(overrides), None, {"enabled": bundle})  # fmt: skip
 
     plain = cfg()
@@ -421,11 +421,11 @@ def test_each_method_defaults_to_its_paper_batch(tmp_path):
 
 def test_bcg_options_need_a_bcg_run(tmp_path):
     """BCG's options on plain SHAC or PPO are one-line errors naming them, not silently ignored."""
-    from bcg_deploy.cli.train import build_config
+    from bcg_deploy.training.run import plan_run
 
     def cfg(algo="shac", **bcg):
         bcg = {"enabled": None, "num_branches": None, "tau": None, **bcg}
-        return build_config("dance", None, None, None, None, None, None, None, None, None, tmp_path / "r", None,
+        return plan_run("dance", None, None, None, None, None, None, None, None, None, tmp_path / "r", None,
                             [], None, bcg, algo=algo)  # fmt: skip
 
     with pytest.raises(BcgdError, match=r"^--branches, --tau: options of SHAC \+ BCG, but this run is plain SHAC"):

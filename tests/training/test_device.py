@@ -64,8 +64,8 @@ def test_deterministic_mode(restore_numerics):
 
 
 def test_cuda_runs_default_to_gpu_sized_batches(tmp_path):
-    from bcg_deploy.cli.train import build_config
     from bcg_deploy.training.config import CUDA_NUM_ENVS, TrainConfig, cuda_defaults
+    from bcg_deploy.training.run import plan_run
 
     cpu = TrainConfig()
     assert cuda_defaults(cpu).env.num_envs == 128
@@ -73,7 +73,7 @@ def test_cuda_runs_default_to_gpu_sized_batches(tmp_path):
     assert cuda_defaults(cpu).env.num_envs == CUDA_NUM_ENVS == 2048
 
     def cfg(envs, device, overrides=()):
-        return build_config(task="dance", motion=None, start=None, duration=None, envs=envs, iterations=None,
+        return plan_run(task="dance", motion=None, start=None, duration=None, envs=envs, iterations=None,
                             horizon=None, device=device, kappa=None, seed=None, out=tmp_path / "r", save_every=None,
                             overrides=list(overrides), resume=None)  # fmt: skip
 
@@ -97,11 +97,11 @@ def test_bcgd_train_notes_a_bf16_critic_without_bf16_hardware(monkeypatch):
     """``shac.critic_bf16`` on a device that converts bf16 in software gets a header note; on bf16 hardware, or
     with the switch off, none."""
     import bcg_deploy.training.device as device_module
-    from bcg_deploy.cli.train import _precision_notes
+    from bcg_deploy.training.run import precision_notes
 
     for native in (False, True):
         monkeypatch.setattr(device_module, "native_bf16", lambda device, native=native: native)
         for bf16 in (False, True):
-            notes = _precision_notes(tiny_cfg(f"shac.critic_bf16={bf16}"))
+            notes = precision_notes(tiny_cfg(f"shac.critic_bf16={bf16}"))
             assert len(notes) == int(bf16 and not native), (native, bf16, notes)
             assert all("slower than float32" in n for n in notes)

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from bcg_deploy.cli import _register, app
 from bcg_deploy.training import checkpoint as ckpt_io
 from bcg_deploy.training.logger import read_metrics
-from bcg_deploy.training.resume import resume_config
+from bcg_deploy.training.run_files import resume_config
 from bcg_deploy.training.runner import Trainer
 
 from .conftest import tiny_cfg
@@ -124,12 +124,10 @@ def test_snapshots_keep_each_point_of_the_schedule_and_resume_elsewhere(full_run
     """keep_every=2 of 4 iterations: snapshots at 2 and 4; the one at 2 is still iteration 2 after run.pt was
     rewritten at 4, and resuming it (into a new folder: its own run folder's run.pt is later) ends where the
     uninterrupted run ended, bit for bit."""
-    from bcg_deploy.cli import train as cli_train
-    from bcg_deploy.cli.train import build_config
     from bcg_deploy.errors import BcgdError
-    from bcg_deploy.training.resume import SNAPSHOT_DIR
+    from bcg_deploy.training.run import plan_run
+    from bcg_deploy.training.run_files import SNAPSHOT_DIR
 
-    assert cli_train.SNAPSHOT_DIR == SNAPSHOT_DIR
     snaps = sorted((full_run.run_dir / SNAPSHOT_DIR).glob("run_*.pt"))
     assert [p.name for p in snaps] == ["run_000002.pt", "run_000004.pt"]
     assert [torch.load(p, weights_only=True)["iteration"] for p in snaps] == [2, 4]
@@ -138,9 +136,9 @@ def test_snapshots_keep_each_point_of_the_schedule_and_resume_elsewhere(full_run
          "save_every"),
     )  # fmt: skip
     with pytest.raises(BcgdError, match="kept snapshot; give --out") as info:
-        build_config(**args, out=None, overrides=[], resume=snaps[0])
+        plan_run(**args, out=None, overrides=[], resume=snaps[0])
     assert "\n" not in str(info.value)
-    cfg = build_config(**args, out=tmp_path / "branch", overrides=["runner.keep_every=0"], resume=snaps[0])
+    cfg = plan_run(**args, out=tmp_path / "branch", overrides=["runner.keep_every=0"], resume=snaps[0])
     resumed = Trainer(cfg, resume=snaps[0]).run()
     assert resumed.iteration == 4 and not (tmp_path / "branch" / SNAPSHOT_DIR).exists()
     full = torch.load(full_run.checkpoint, weights_only=True)
@@ -152,15 +150,15 @@ def test_snapshots_keep_each_point_of_the_schedule_and_resume_elsewhere(full_run
 def test_resume_accepts_the_stored_task_and_refuses_a_changed_one(full_run):
     """`bcgd train dance --resume run.pt` (the stored task repeated) resumes; a different task, env count or
     kappa is a one-line error naming the stored value."""
-    from bcg_deploy.cli.train import build_config
     from bcg_deploy.errors import BcgdError
+    from bcg_deploy.training.run import plan_run
 
     def config(**given):
         args = dict.fromkeys(
             ("task", "motion", "start", "duration", "envs", "iterations", "horizon", "device", "kappa", "seed",
              "out", "save_every"),
         )  # fmt: skip
-        return build_config(**{**args, **given}, overrides=[], resume=full_run.checkpoint)
+        return plan_run(**{**args, **given}, overrides=[], resume=full_run.checkpoint)
 
     stored = resume_config(full_run.checkpoint)
     cfg = config(task=stored.motion.task, envs=stored.env.num_envs, kappa=stored.sim.kappa, iterations=9)

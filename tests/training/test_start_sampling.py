@@ -12,8 +12,8 @@ from bcg_deploy.errors import BcgdError
 from bcg_deploy.training.env.start_sampling import StartSampler, bin_edges, start_probabilities
 from bcg_deploy.training.logger import read_metrics
 from bcg_deploy.training.parallel import distributed as dd
-from bcg_deploy.training.resume import resume_config
 from bcg_deploy.training.rng import EnvRandom
+from bcg_deploy.training.run_files import resume_config
 from bcg_deploy.training.runner import Trainer
 
 from .conftest import tiny_cfg
