@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from bcg_deploy.robots import RobotSpec
+from bcg_deploy.rotations import quat_numpy as Q
 
 
 @dataclass
@@ -37,19 +38,12 @@ class StateSamples:
         return int(self.q.shape[0])
 
 
-def _quat_to_mat(q: np.ndarray) -> np.ndarray:
-    out = np.zeros((len(q), 9))
-    for i, x in enumerate(q):
-        mujoco.mju_quat2Mat(out[i], x / np.linalg.norm(x))
-    return out.reshape(-1, 3, 3)
-
-
 def clip_states(arrays: dict[str, Any]) -> StateSamples:
     """The reference clip's frames as raw states (angular velocity turned into the body frame)."""
     a = {k: np.asarray(v.detach().cpu() if isinstance(v, torch.Tensor) else v, dtype=np.float64) for k, v in
          arrays.items() if k != "fps"}  # fmt: skip
     n = a["root_pos"].shape[0]
-    rot = _quat_to_mat(a["root_quat"])
+    rot = Q.to_matrix_mujoco(a["root_quat"], normalize=True)
     ang_body = np.einsum("nji,nj->ni", rot, a["root_ang_vel"])
     q = np.concatenate([a["root_pos"], a["root_quat"], a["joint_pos"]], axis=1)
     qd = np.concatenate([a["root_lin_vel"], ang_body, a["joint_vel"]], axis=1)

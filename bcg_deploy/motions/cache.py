@@ -29,10 +29,10 @@ _FIELDS = ("root_pos", "root_quat", "joint_pos", "joint_vel", "root_lin_vel", "r
 
 @cache
 def code_version() -> str:
-    """Digest (12 hex) of the motions package sources and the cache format."""
+    """Digest (12 hex) of the motions and rotations sources (the clip pipeline) and the cache format."""
     h = hashlib.sha256(f"format {CACHE_FORMAT}".encode())
-    root = Path(__file__).resolve().parent
-    for p in sorted(root.rglob("*.py")):
+    root = Path(__file__).resolve().parents[1]
+    for p in sorted([*(root / "motions").rglob("*.py"), *(root / "rotations").rglob("*.py")]):
         h.update(p.relative_to(root).as_posix().encode())
         h.update(p.read_bytes())
     return h.hexdigest()[:12]

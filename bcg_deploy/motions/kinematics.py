@@ -36,7 +36,7 @@ def to_qpos(root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: np.ndarray) 
 
 def to_qvel(root_quat: np.ndarray, root_lin_vel: np.ndarray, root_ang_vel_w: np.ndarray, joint_vel: np.ndarray):
     """MuJoCo qvel [T, 6 + J]: base linear velocity (world), base angular velocity (BODY frame), joints."""
-    ang_local = Q.rotate(Q.conj(root_quat), root_ang_vel_w)
+    ang_local = Q.rotate_inverse(root_quat, root_ang_vel_w)
     return np.concatenate([root_lin_vel, ang_local, joint_vel], axis=-1)
 
 

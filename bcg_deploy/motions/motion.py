@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bcg_deploy.rotations import quat_numpy as Q
+
 # The per-frame arrays of a Motion, in declaration order (checkpoints and exports store exactly these).
 ARRAY_FIELDS = (
     "root_pos",
@@ -82,9 +84,7 @@ class Motion:
     def qvel(self) -> np.ndarray:
         """MuJoCo generalized velocities [T, 6 + J]: root linear velocity (WORLD frame), root angular
         velocity (BODY frame, the free-joint convention), joint rates."""
-        w, v = self.root_quat[:, :1], self.root_quat[:, 1:]
-        t = 2.0 * np.cross(-v, self.root_ang_vel)
-        ang_local = self.root_ang_vel + w * t + np.cross(-v, t)
+        ang_local = Q.rotate_inverse(self.root_quat, self.root_ang_vel)
         return np.concatenate([self.root_lin_vel, ang_local, self.joint_vel], axis=-1)
 
     def identity(self) -> dict:

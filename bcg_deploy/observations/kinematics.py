@@ -16,9 +16,7 @@ API summary (for training / export):
 - ``Kinematics.key_points(pos, mat) -> [B, K, 3]``: world positions of ``RobotSpec.key_bodies``
   (body origin + body-frame offset), K = 5 for the G1; ``key_points_from_transforms(t)`` the same
   from [B, 30, 4, 4] transforms (in whatever frame those are).
-- Small quaternion / rotation helpers (w x y z, pure torch): ``quat_mul``, ``quat_conj``,
-  ``quat_normalize``, ``quat_to_mat``, ``quat_apply``, ``axis_angle_quat``, ``mat_to_6d``
-  (first two columns of R, column 0 then column 1), ``heading_rot`` (yaw-only rotation of a frame).
+- Rotation helpers (``quat_mul``, ``quat_to_mat``, ...): ``bcg_deploy.rotations.quat_torch``.
 
 Implementation (export-friendly: few, batched ONNX opset-17 ops, no loops, no Atan2): each hinge's
 local transform is L(theta) = C0 + sin(theta) C1 + (1 - cos(theta)) C2 with constant 4x4 C's; the
@@ -38,90 +36,8 @@ import torch
 from torch import nn
 
 from bcg_deploy.robots import RobotSpec
-
-# ----------------------------------------------------------------------------- rotation helpers
-
-
-def quat_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Hamilton product a * b of w x y z quaternions [..., 4] (broadcasting)."""
-    w1, x1, y1, z1 = a.unbind(-1)
-    w2, x2, y2, z2 = b.unbind(-1)
-    return torch.stack(
-        (
-            w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
-            w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-            w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
-            w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
-        ),
-        dim=-1,
-    )
-
-
-def quat_conj(q: torch.Tensor) -> torch.Tensor:
-    """Conjugate (= inverse for unit quaternions) of w x y z quaternions."""
-    return torch.cat((q[..., :1], -q[..., 1:]), dim=-1)
-
-
-def quat_normalize(q: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
-    """Unit quaternion (norm clamped below by ``eps`` so a zero input gives no NaN)."""
-    return q / torch.sqrt((q * q).sum(-1, keepdim=True)).clamp_min(eps)
-
-
-def quat_to_mat(q: torch.Tensor) -> torch.Tensor:
-    """Rotation matrix [..., 3, 3] of unit w x y z quaternions [..., 4]."""
-    w, x, y, z = q.unbind(-1)
-    xx, yy, zz = x * x, y * y, z * z
-    xy, xz, yz = x * y, x * z, y * z
-    wx, wy, wz = w * x, w * y, w * z
-    rows = (
-        1 - 2 * (yy + zz),
-        2 * (xy - wz),
-        2 * (xz + wy),
-        2 * (xy + wz),
-        1 - 2 * (xx + zz),
-        2 * (yz - wx),
-        2 * (xz - wy),
-        2 * (yz + wx),
-        1 - 2 * (xx + yy),
-    )
-    return torch.stack(rows, dim=-1).reshape(q.shape[:-1] + (3, 3))
-
-
-def quat_apply(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Rotate vectors v [..., 3] by unit quaternions q [..., 4] (w x y z)."""
-    w = q[..., :1]
-    u = q[..., 1:]
-    t = 2.0 * torch.cross(u, v, dim=-1)
-    return v + w * t + torch.cross(u, t, dim=-1)
-
-
-def axis_angle_quat(axis: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
-    """Quaternion of a rotation by ``angle`` (rad) [...] about unit ``axis`` [..., 3]."""
-    half = 0.5 * angle.unsqueeze(-1)
-    return torch.cat((torch.cos(half), torch.sin(half) * axis), dim=-1)
-
-
-def mat_to_6d(mat: torch.Tensor) -> torch.Tensor:
-    """6D rotation [..., 6] = first two columns of R [..., 3, 3]: (R00, R10, R20, R01, R11, R21)."""
-    return mat[..., :, :2].transpose(-1, -2).reshape(mat.shape[:-2] + (6,))
-
-
-def heading_rot(mat: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
-    """Yaw-only rotation [..., 3, 3] of frames ``mat`` [..., 3, 3]: heading = world-xy direction of
-    the frame's x axis (no atan2: normalised (x, y); ``eps`` guards an x axis pointing straight up)."""
-    fx = mat[..., 0, 0]
-    fy = mat[..., 1, 0]
-    inv = torch.rsqrt((fx * fx + fy * fy).clamp_min(eps))
-    c, s = fx * inv, fy * inv
-    zero, one = torch.zeros_like(c), torch.ones_like(c)
-    return torch.stack((c, -s, zero, s, c, zero, zero, zero, one), dim=-1).reshape(c.shape + (3, 3))
-
-
-def _np_quat_to_mat(q: np.ndarray) -> np.ndarray:
-    out = np.zeros(9)
-    mujoco.mju_quat2Mat(out, np.asarray(q, dtype=np.float64))
-    return out.reshape(3, 3)
-
+from bcg_deploy.rotations import quat_numpy as Q
+from bcg_deploy.rotations.quat_torch import axis_angle_quat, quat_mul, quat_normalize
 
 # ----------------------------------------------------------------------------- kinematics
 
@@ -187,7 +103,7 @@ class Kinematics(nn.Module):
         c0, c1, c2 = [], [], []
         for b in range(2, m.nbody):
             base = np.eye(4)
-            base[:3, :3] = _np_quat_to_mat(m.body_quat[b])
+            base[:3, :3] = Q.to_matrix_mujoco(m.body_quat[b])
             base[:3, 3] = m.body_pos[b]
             a, ax = jpos[b - 1], axis[b - 1]
             k = np.zeros((4, 4))

@@ -58,9 +58,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from bcg_deploy.observations.kinematics import Kinematics, quat_to_mat
+from bcg_deploy.observations.kinematics import Kinematics
 from bcg_deploy.profiles.declarations import FUTURE_STEPS, ObsTerm, make_obs_terms, term_spec
 from bcg_deploy.robots import RobotSpec
+from bcg_deploy.rotations.quat_torch import quat_to_mat
 
 
 def _terms_from(spec_or_terms: Sequence[ObsTerm] | Sequence[Mapping[str, Any]]) -> dict[str, float]:

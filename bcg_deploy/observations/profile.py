@@ -17,11 +17,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from bcg_deploy.observations.kinematics import Kinematics, quat_to_mat
+from bcg_deploy.observations.kinematics import Kinematics
 from bcg_deploy.observations.paper import FRAME_ARRAYS, ObservationModule, motion_array
 from bcg_deploy.profiles import ObsProfile, get_profile
 from bcg_deploy.profiles.terms import compute
 from bcg_deploy.robots import RobotSpec
+from bcg_deploy.rotations.quat_torch import quat_to_mat
 
 
 class ProfileObservation(nn.Module):

@@ -27,13 +27,9 @@ from collections.abc import Callable, Mapping
 import torch
 
 from bcg_deploy.profiles.declarations import ObsProfile
+from bcg_deploy.rotations.quat_torch import heading_rot, mat_to_6d_rows
 
 Signals = Mapping[str, torch.Tensor]
-
-
-def _rot6_rows(m: torch.Tensor) -> torch.Tensor:
-    """First two columns of ``m`` [B, 3, 3], row-major: (m00, m01, m10, m11, m20, m21)."""
-    return m[..., :, :2].reshape(m.shape[0], 6)
 
 
 def _mv_t(m: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -44,7 +40,7 @@ def _mv_t(m: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 QUANTITIES: dict[str, Callable[[Signals], torch.Tensor]] = {
     "motion_command": lambda s: torch.cat((s["motion_joint_pos"], s["motion_joint_vel"]), dim=-1),
     "motion_anchor_pos_b": lambda s: _mv_t(s["anchor_mat_w"], s["motion_anchor_pos_w"] - s["anchor_pos_w"]),
-    "motion_anchor_ori_b": lambda s: _rot6_rows(s["anchor_mat_w"].transpose(-1, -2) @ s["motion_anchor_mat_w"]),
+    "motion_anchor_ori_b": lambda s: mat_to_6d_rows(s["anchor_mat_w"].transpose(-1, -2) @ s["motion_anchor_mat_w"]),
     "base_lin_vel_b": lambda s: _mv_t(s["base_mat_w"], s["base_lin_vel_w"]),
     "base_ang_vel_b": lambda s: s["base_ang_vel_b"],
     "joint_pos_rel": lambda s: s["joint_pos"] - s["default_joint_pos"],
@@ -60,15 +56,6 @@ def compute(profile: ObsProfile, signals: Signals) -> torch.Tensor:
     return torch.cat([QUANTITIES[t.quantity](signals) for t in profile.terms], dim=-1)
 
 
-def yaw_only(m: torch.Tensor) -> torch.Tensor:
-    """The yaw rotation [B, 3, 3] of ``m`` [B, 3, 3] (heading of its x axis, as Eigen's yaw of a quaternion)."""
-    c, s = m[:, 0, 0], m[:, 1, 0]
-    n = torch.sqrt(c * c + s * s).clamp_min(1e-12)
-    c, s = c / n, s / n
-    z, o = torch.zeros_like(c), torch.ones_like(c)
-    return torch.stack((c, -s, z, s, c, z, z, z, o), dim=-1).reshape(-1, 3, 3)
-
-
 def align_reference(
     robot_pos: torch.Tensor, robot_mat: torch.Tensor, ref_pos: torch.Tensor, ref_mat: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -76,5 +63,5 @@ def align_reference(
     anchor in position and yaw (motion_tracking_controller ``MotionCommandTerm::reset``): R = yaw(R_robot)
     yaw(R_ref)^T, p = p_robot - R p_ref. Apply as ``R @ x + p`` to reference positions, ``R @ M`` to
     rotations."""
-    r = yaw_only(robot_mat) @ yaw_only(ref_mat).transpose(-1, -2)
+    r = heading_rot(robot_mat) @ heading_rot(ref_mat).transpose(-1, -2)
     return r, robot_pos - (r @ ref_pos[..., None])[..., 0]

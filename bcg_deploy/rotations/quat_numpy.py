@@ -1,4 +1,4 @@
-"""Quaternion maths on numpy arrays, w x y z order, batched over leading dimensions.
+"""Quaternion and rotation maths on numpy arrays, w x y z order, batched over leading dimensions.
 
 Rotation vectors (``log``/``exp``) are axis * angle in radians. ``mul(a, b)`` composes ``a`` after ``b``
 (rotate by ``b`` first), as MuJoCo's ``mju_mulQuat``.
@@ -6,6 +6,7 @@ Rotation vectors (``log``/``exp``) are axis * angle in radians. ``mul(a, b)`` co
 
 from __future__ import annotations
 
+import mujoco
 import numpy as np
 
 
@@ -113,3 +114,35 @@ def to_matrix(q: np.ndarray) -> np.ndarray:
         ],
         axis=-2,
     )
+
+
+def to_matrix_mujoco(q: np.ndarray, normalize: bool = False) -> np.ndarray:
+    """Rotation matrices [..., 3, 3] by MuJoCo's own ``mju_quat2Mat``: equal to MuJoCo's ``xmat`` to the bit
+    (``to_matrix`` rounds differently in the last place). ``normalize``: each quaternion divided by its norm
+    first (for inputs that are not exactly unit)."""
+    q = np.asarray(q, dtype=np.float64)
+    out = np.zeros((int(np.prod(q.shape[:-1])), 9))
+    for i, x in enumerate(q.reshape(-1, 4)):
+        mujoco.mju_quat2Mat(out[i], x / np.linalg.norm(x) if normalize else x)
+    return out.reshape(q.shape[:-1] + (3, 3))
+
+
+def rotate_inverse(q: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Rotate vectors ``v`` [..., 3] by the inverse of unit quaternions ``q``: world vectors into their frame."""
+    return rotate(conj(q), v)
+
+
+def nlerp(q0: np.ndarray, q1: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """Normalised linear interpolation of quaternions (shortest arc), ``a`` in [0, 1] per row."""
+    s = np.where(np.sum(q0 * q1, axis=-1, keepdims=True) < 0.0, -1.0, 1.0)
+    q = (1.0 - a) * q0 + a * s * q1
+    return q / np.linalg.norm(q, axis=-1, keepdims=True)
+
+
+def axis_rotation(axis: int, angle: float) -> np.ndarray:
+    """The rotation matrix [3, 3] by ``angle`` (rad) about coordinate axis ``axis`` (0 x, 1 y, 2 z)."""
+    c, s = np.cos(angle), np.sin(angle)
+    i, j = [(1, 2), (2, 0), (0, 1)][axis]
+    r = np.eye(3)
+    r[i, i], r[i, j], r[j, i], r[j, j] = c, -s, s, c
+    return r

@@ -26,6 +26,7 @@ import torch
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.profiles import PROFILES, ObsProfile
 from bcg_deploy.profiles.terms import align_reference, compute
+from bcg_deploy.rotations import quat_numpy as Q
 from bcg_deploy.sim2sim.reference import Reference
 
 _WAIST = ("waist_yaw_joint", "waist_roll_joint", "waist_pitch_joint")
@@ -47,17 +48,7 @@ def profile_for_names(names: tuple[str, ...], declared: str | None, where: str) 
 
 
 def _mat(quat: np.ndarray) -> np.ndarray:
-    out = np.zeros(9)
-    mujoco.mju_quat2Mat(out, np.asarray(quat, np.float64) / np.linalg.norm(quat))
-    return out.reshape(3, 3)
-
-
-def _axis_rot(axis: int, angle: float) -> np.ndarray:
-    c, s = np.cos(angle), np.sin(angle)
-    i, j = [(1, 2), (2, 0), (0, 1)][axis]
-    r = np.eye(3)
-    r[i, i], r[i, j], r[j, i], r[j, j] = c, -s, s, c
-    return r
+    return Q.to_matrix_mujoco(quat, normalize=True)  # MuJoCo's rounding, as its xmat
 
 
 def _t(x: np.ndarray) -> torch.Tensor:
@@ -98,7 +89,7 @@ class ObsContract:
 
     def _waist_chain(self, root: np.ndarray, joints: np.ndarray) -> np.ndarray:
         yaw, roll, pitch = (joints[i] for i in self.waist)
-        return root @ _axis_rot(2, yaw) @ _axis_rot(0, roll) @ _axis_rot(1, pitch)
+        return root @ Q.axis_rotation(2, yaw) @ Q.axis_rotation(0, roll) @ Q.axis_rotation(1, pitch)
 
     def _ref_anchor(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         k = min(k, self.ref.num_frames - 1)

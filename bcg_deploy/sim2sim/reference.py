@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
+from bcg_deploy.rotations import quat_numpy as Q
+
 
 @dataclass(frozen=True)
 class Reference:
@@ -98,24 +100,10 @@ def reference_from_states(model: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndar
     return Reference(fps, qpos[:, 7:].copy(), qvel[:, 6:].copy(), pos, quat, lin, ang, "states")
 
 
-def quat_rotate_inverse(q: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Rotate world vectors ``v`` [..., 3] into the frame of unit quaternions ``q`` [..., 4] (w x y z)."""
-    w, u = q[..., :1], -q[..., 1:]
-    t = 2.0 * np.cross(u, v)
-    return v + w * t + np.cross(u, t)
-
-
-def nlerp(q0: np.ndarray, q1: np.ndarray, a: np.ndarray) -> np.ndarray:
-    """Normalised linear interpolation of quaternions (shortest arc), ``a`` in [0, 1] per row."""
-    s = np.where(np.sum(q0 * q1, axis=-1, keepdims=True) < 0.0, -1.0, 1.0)
-    q = (1.0 - a) * q0 + a * s * q1
-    return q / np.linalg.norm(q, axis=-1, keepdims=True)
-
-
 def root_state(ref: Reference, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Base qpos [7] and qvel [6] (MuJoCo convention) of reference frame ``k``."""
     qpos = np.concatenate([ref.root_pos[k], ref.root_quat[k] / np.linalg.norm(ref.root_quat[k])])
-    qvel = np.concatenate([ref.root_lin_vel[k], quat_rotate_inverse(qpos[3:], ref.root_ang_vel[k])])
+    qvel = np.concatenate([ref.root_lin_vel[k], Q.rotate_inverse(qpos[3:], ref.root_ang_vel[k])])
     return qpos, qvel
 
 
@@ -135,7 +123,7 @@ def base_track(ref: Reference, num_steps: int, dt: float) -> tuple[np.ndarray, n
     k1 = np.minimum(k0 + 1, ref.num_frames - 1)
     a = np.clip(t - k0, 0.0, 1.0)[:, None]
     pos = (1 - a) * ref.root_pos[k0] + a * ref.root_pos[k1]
-    quat = nlerp(ref.root_quat[k0], ref.root_quat[k1], a)
+    quat = Q.nlerp(ref.root_quat[k0], ref.root_quat[k1], a)
     lin = (1 - a) * ref.root_lin_vel[k0] + a * ref.root_lin_vel[k1]
     ang_w = (1 - a) * ref.root_ang_vel[k0] + a * ref.root_ang_vel[k1]
-    return np.concatenate([pos, quat], axis=1), np.concatenate([lin, quat_rotate_inverse(quat, ang_w)], axis=1)
+    return np.concatenate([pos, quat], axis=1), np.concatenate([lin, Q.rotate_inverse(quat, ang_w)], axis=1)

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from bcg_deploy.observations.kinematics import Kinematics, heading_rot, mat_to_6d, quat_apply, quat_to_mat
+from bcg_deploy.observations.kinematics import Kinematics
 from bcg_deploy.robots import load_robot
+from bcg_deploy.rotations.quat_torch import heading_rot, mat_to_6d, quat_apply, quat_to_mat
 
 
 @pytest.fixture(scope="module")

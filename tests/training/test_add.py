@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from bcg_deploy.observations.kinematics import axis_angle_quat, quat_to_mat
+from bcg_deploy.rotations.quat_torch import axis_angle_quat, quat_to_mat, tangent_normal
 from bcg_deploy.training.config import ADDCfg
 from bcg_deploy.training.env.add import (
     ADD,
@@ -15,7 +15,6 @@ from bcg_deploy.training.env.add import (
     ReplayBuffer,
     action_rate_penalty,
     discriminator_loss,
-    tangent_normal,
 )
 
 CFG = ADDCfg(hidden=(16, 8), batch_size=32, replay_size=64)

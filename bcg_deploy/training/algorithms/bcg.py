@@ -58,8 +58,9 @@ import mujoco
 import torch
 
 from bcg_deploy.errors import BcgdError
-from bcg_deploy.observations.kinematics import Kinematics, quat_normalize
+from bcg_deploy.observations.kinematics import Kinematics
 from bcg_deploy.robots import RobotSpec
+from bcg_deploy.rotations.quat_torch import quat_normalize
 from bcg_deploy.training.config import BCGCfg, check_bcg_cfg
 from bcg_deploy.training.env import domain_rand as dr
 from bcg_deploy.training.env.imitation import TransitionOut

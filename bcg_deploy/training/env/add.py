@@ -21,6 +21,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from bcg_deploy.rotations.quat_torch import tangent_normal
 from bcg_deploy.training.config import ADDCfg
 from bcg_deploy.training.parallel.distributed import World
 from bcg_deploy.training.parallel.syncs import first_true
@@ -28,11 +29,6 @@ from bcg_deploy.training.rng import even_split
 
 # ---------------------------------------------------------------------------------------------
 # features
-
-
-def tangent_normal(mat: torch.Tensor) -> torch.Tensor:
-    """The 6D tangent-normal rotation encoding of rotation matrices [..., 3, 3]: R e_x, then R e_z."""
-    return torch.cat([mat[..., :, 0], mat[..., :, 2]], dim=-1)
 
 
 def feature_dim(num_bodies: int, num_key: int, num_joints: int) -> int:

@@ -34,9 +34,9 @@ import torch
 
 from bcg_deploy.diffsim.config import resolve_device
 from bcg_deploy.motions.motion import Motion
-from bcg_deploy.observations.kinematics import axis_angle_quat, quat_mul, quat_normalize, quat_to_mat
 from bcg_deploy.observations.profile import make_observation
 from bcg_deploy.robots import RobotSpec
+from bcg_deploy.rotations.quat_torch import axis_angle_quat, quat_mul, quat_normalize, quat_to_mat
 from bcg_deploy.training.config import TrainConfig
 from bcg_deploy.training.env import domain_rand as dr
 from bcg_deploy.training.env.add import ADD, action_rate_penalty, add_features, feature_dim
