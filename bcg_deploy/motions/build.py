@@ -22,7 +22,7 @@ from bcg_deploy.motions.csv_io import CsvCheck, CsvClip, read_lafan1_csv
 from bcg_deploy.motions.filters import SpikeFilterCfg, despike
 from bcg_deploy.motions.kinematics import forward_kinematics, to_qpos, to_qvel
 from bcg_deploy.motions.motion import Motion
-from bcg_deploy.motions.resample import Track, resample, sample_times, with_velocities
+from bcg_deploy.motions.resample import resample, sample_times, with_velocities
 from bcg_deploy.robots import RobotSpec, load_robot
 
 CONTROL_FPS = 50.0
@@ -57,7 +57,7 @@ def file_sha256(path: Path) -> str:
         raise BcgdError(f"{path}: cannot read ({exc.strerror})") from None
 
 
-def motion_from_track(track: Track, robot: RobotSpec, name: str, source: dict, extras: dict | None = None) -> Motion:
+def motion_from_track(track: Motion, robot: RobotSpec, name: str, source: dict, extras: dict | None = None) -> Motion:
     """Complete a generalized trajectory with forward kinematics of every body (poses and velocities)."""
     model = robot.load_model(scene=False)
     qpos = to_qpos(track.root_pos, track.root_quat, track.joint_pos)
@@ -81,7 +81,7 @@ def motion_from_track(track: Track, robot: RobotSpec, name: str, source: dict, e
     )
 
 
-def filtered_source_track(clip: CsvClip, robot: RobotSpec, spike_filter: SpikeFilterCfg) -> tuple[Track, int]:
+def filtered_source_track(clip: CsvClip, robot: RobotSpec, spike_filter: SpikeFilterCfg) -> tuple[Motion, int]:
     """The whole clip at its source rate, spike-filtered, clamped, with velocities; and the spike count."""
     q, spikes = despike(clip.joint_pos, spike_filter)
     q = np.clip(q, robot.joint_range[:, 0], robot.joint_range[:, 1])

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bcg_deploy.motions.motion import Motion
 from bcg_deploy.motions.paths import cache_dir
-from bcg_deploy.motions.resample import Track
 
 CACHE_FORMAT = 1
 _FIELDS = ("root_pos", "root_quat", "joint_pos", "joint_vel", "root_lin_vel", "root_ang_vel")
@@ -48,7 +48,7 @@ def cache_path(key: str) -> Path:
     return cache_dir() / f"{key}.npz"
 
 
-def load_track(key: str) -> tuple[Track, dict] | None:
+def load_track(key: str) -> tuple[Motion, dict] | None:
     """The cached (track, info) for ``key``, or None when absent or unreadable."""
     path = cache_path(key)
     if not path.is_file():
@@ -57,12 +57,12 @@ def load_track(key: str) -> tuple[Track, dict] | None:
         with np.load(path, allow_pickle=False) as z:
             info = json.loads(str(z["info"]))
             arrays = {f: np.array(z[f], dtype=np.float64) for f in _FIELDS}
-        return Track(fps=float(info["fps"]), **arrays), info
+        return Motion(fps=float(info["fps"]), **arrays), info
     except Exception:  # a corrupt cache entry is recomputed, never fatal
         return None
 
 
-def save_track(key: str, track: Track, info: dict) -> Path | None:
+def save_track(key: str, track: Motion, info: dict) -> Path | None:
     """Write ``track`` and ``info`` (JSON-serialisable) atomically; returns the path, None if unwritable."""
     path = cache_path(key)
     try:

@@ -1,5 +1,8 @@
 """Finite-difference velocities and resampling of a sampled motion to another rate.
 
+Both work on the generalized trajectory (root and joints, a ``Motion`` without body arrays: they come from
+forward kinematics afterwards).
+
 Velocities are computed at the SOURCE rate by central differences (one-sided at the ends): joint
 rates and root linear velocity from positions, root angular velocity (world frame) through the
 quaternion log (:func:`quat.angular_velocity_world`). They are then resampled like the positions:
@@ -10,28 +13,10 @@ dt^2 (1/6 + 1/8) |x'''| in velocity, dt the source frame time.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from bcg_deploy.motions.motion import Motion
 from bcg_deploy.rotations import quat_numpy as Q
-
-
-@dataclass(frozen=True, eq=False)
-class Track:
-    """A sampled floating-base motion with velocities; all arrays [T, ...] at ``fps``.
-
-    root_pos (m, world), root_quat (w x y z, world), joint_pos (rad), joint_vel (rad/s),
-    root_lin_vel (m/s, world), root_ang_vel (rad/s, world frame).
-    """
-
-    fps: float
-    root_pos: np.ndarray
-    root_quat: np.ndarray
-    joint_pos: np.ndarray
-    joint_vel: np.ndarray
-    root_lin_vel: np.ndarray
-    root_ang_vel: np.ndarray
 
 
 def central_difference(x: np.ndarray, dt: float) -> np.ndarray:
@@ -41,11 +26,11 @@ def central_difference(x: np.ndarray, dt: float) -> np.ndarray:
     return np.gradient(x, dt, axis=0, edge_order=1)
 
 
-def with_velocities(fps: float, root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: np.ndarray) -> Track:
+def with_velocities(fps: float, root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: np.ndarray) -> Motion:
     """Attach finite-difference velocities to sampled positions (see the module docstring)."""
     dt = 1.0 / fps
     root_quat = Q.make_continuous(Q.normalize(root_quat))
-    return Track(
+    return Motion(
         fps=fps,
         root_pos=root_pos,
         root_quat=root_quat,
@@ -62,7 +47,7 @@ def sample_times(start_s: float, duration_s: float, fps: float) -> np.ndarray:
     return start_s + np.arange(n) / fps
 
 
-def resample(track: Track, times: np.ndarray, fps: float) -> Track:
+def resample(track: Motion, times: np.ndarray, fps: float) -> Motion:
     """Values of ``track`` at ``times`` (s, from its first frame; spaced 1 / ``fps``), inside it.
 
     Linear interpolation for everything except the root orientation (slerp).
@@ -79,7 +64,7 @@ def resample(track: Track, times: np.ndarray, fps: float) -> Track:
     def lerp(x: np.ndarray) -> np.ndarray:
         return (1.0 - a) * x[i0] + a * x[i1]
 
-    return Track(
+    return Motion(
         fps=fps,
         root_pos=lerp(track.root_pos),
         root_quat=Q.make_continuous(Q.slerp(track.root_quat[i0], track.root_quat[i1], a[:, 0])),

@@ -19,7 +19,7 @@ import numpy as np
 
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.motions.kinematics import contact_points_world, forward_kinematics, to_qpos
-from bcg_deploy.motions.resample import Track
+from bcg_deploy.motions.motion import Motion
 from bcg_deploy.robots import RobotSpec
 from bcg_deploy.rotations import quat_numpy as Q
 
@@ -52,7 +52,7 @@ class WindowChoice:
         return asdict(self)
 
 
-def frame_sanity(track: Track, robot: RobotSpec, crit: WindowCriterion) -> tuple[np.ndarray, np.ndarray]:
+def frame_sanity(track: Motion, robot: RobotSpec, crit: WindowCriterion) -> tuple[np.ndarray, np.ndarray]:
     """Per-frame sanity mask [N] and lowest foot-sphere bottom height [N] (m) of a source-rate track."""
     model = robot.load_model(scene=False)
     fk = forward_kinematics(model, to_qpos(track.root_pos, track.root_quat, track.joint_pos))
@@ -68,7 +68,7 @@ def frame_sanity(track: Track, robot: RobotSpec, crit: WindowCriterion) -> tuple
 
 
 def window_scores(
-    track: Track, robot: RobotSpec, crit: WindowCriterion
+    track: Motion, robot: RobotSpec, crit: WindowCriterion
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every window on the ``step_s`` grid: (start frame indices, mean joint speed rad/s, all frames sane,
     per-frame lowest foot-sphere bottom m) of a source-rate track at least one window long."""
@@ -85,7 +85,7 @@ def window_scores(
 
 
 def choose_window(
-    track: Track, robot: RobotSpec, crit: WindowCriterion | None = None, name: str = "clip"
+    track: Motion, robot: RobotSpec, crit: WindowCriterion | None = None, name: str = "clip"
 ) -> WindowChoice:
     """The most dynamic sane window of ``track`` (source rate, spike-filtered, with velocities)."""
     crit = crit or WindowCriterion()

@@ -13,7 +13,6 @@ from __future__ import annotations
 from bcg_deploy.sim2sim.evaluate import run_sim2sim as run_sim2sim
 from bcg_deploy.sim2sim.policy import OnnxPolicy as OnnxPolicy
 from bcg_deploy.sim2sim.policy import PolicyMetadata as PolicyMetadata
-from bcg_deploy.sim2sim.reference import Reference as Reference
 from bcg_deploy.sim2sim.report import Report as Report
 from bcg_deploy.sim2sim.runner import simulate_run as simulate_run
 from bcg_deploy.sim2sim.setup import RunResult as RunResult
@@ -23,7 +22,6 @@ from bcg_deploy.sim2sim.setup import prepare as prepare
 __all__ = [
     "OnnxPolicy",
     "PolicyMetadata",
-    "Reference",
     "Report",
     "RunResult",
     "Sim2SimConfig",

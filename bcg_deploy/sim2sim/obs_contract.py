@@ -24,10 +24,10 @@ import numpy as np
 import torch
 
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.motions.motion import Motion
 from bcg_deploy.profiles import PROFILES, ObsProfile
 from bcg_deploy.profiles.terms import align_reference, compute
 from bcg_deploy.rotations import quat_numpy as Q
-from bcg_deploy.sim2sim.reference import Reference
 
 _WAIST = ("waist_yaw_joint", "waist_roll_joint", "waist_pitch_joint")
 CONVENTION = {"beyondmimic": "beyondmimic", "beyondmimic_wose": "beyondmimic", "unitree": "unitree"}
@@ -62,7 +62,7 @@ class ObsContract:
         self,
         profile: ObsProfile,
         model: mujoco.MjModel,
-        reference: Reference,
+        reference: Motion,
         joint_names: tuple[str, ...],
         body_names: tuple[str, ...],
         default_joint_pos: np.ndarray,

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.motions.motion import Motion
 from bcg_deploy.robots import RobotSpec
-from bcg_deploy.sim2sim.reference import Reference
 
 INPUT_NAMES = ("base_pos", "base_quat", "base_lin_vel", "base_ang_vel", "joint_pos", "joint_vel", "time_step")
 TARGET_OUTPUT = "joint_pos_target"
@@ -336,7 +336,7 @@ class OnnxPolicy:
         binding.bind_ortvalue_output(TARGET_OUTPUT, ort.OrtValue.ortvalue_from_numpy(self._target))
         self._binding, self._bound_inputs = binding, inputs
 
-    def reference(self) -> Reference:
+    def reference(self) -> Motion:
         """The reference clip baked into the graph: its outputs at time_step 0 .. num_frames - 1 (an obs
         signature without them, unitree's: the motion NPZ the stack reads, ``params/<motion>.npz``)."""
         t = self.meta.num_frames
@@ -375,9 +375,12 @@ class OnnxPolicy:
                     f"expected {'x'.join(map(str, shape))}"
                 )
             arrays[key] = arrays[key].reshape(shape)
-        return Reference(fps=1.0 / self.meta.control_dt, source=f"policy {self.path.name}", **arrays)
+        name = self.meta.motion.get("name") or self.path.stem
+        return Motion.from_bodies(
+            1.0 / self.meta.control_dt, **arrays, name=name, source={"kind": "policy", "file": self.path.name}
+        )
 
-    def _npz_reference(self) -> Reference:
+    def _npz_reference(self) -> Motion:
         """unitree_rl_mjlab layout: ``<dir>/exported/policy.onnx`` beside ``<dir>/params/<motion>.npz``."""
         root = self.path.parent.parent if self.path.parent.name == "exported" else self.path.parent
         path = root / "params" / f"{self.meta.motion.get('name') or 'motion'}.npz"
@@ -390,4 +393,7 @@ class OnnxPolicy:
             if missing:
                 raise BcgdError(f"{path}: motion file lacks {', '.join(missing)}")
             arrays = {k: np.asarray(z[k], np.float64) for k in REF_KEYS}
-        return Reference(fps=1.0 / self.meta.control_dt, source=f"motion file {path.name}", **arrays)
+        name = self.meta.motion.get("name") or path.stem
+        return Motion.from_bodies(
+            1.0 / self.meta.control_dt, **arrays, name=name, source={"kind": "motion_file", "file": path.name}
+        )

@@ -1,4 +1,5 @@
-"""The reference clip a sim2sim run tracks, at the control rate, and the state maths around it.
+"""The reference clip a sim2sim run tracks, at the control rate (a ``Motion`` whose root is its pelvis body,
+``Motion.from_bodies``), and the state maths around it.
 
 World frame, z up, metres, radians, quaternions w x y z. Body arrays are in ``RobotSpec.body_names``
 order (MuJoCo body id - 1; index 0 is the pelvis). MuJoCo state layout: qpos [36] = base position,
@@ -8,70 +9,17 @@ frame), 29 joint rates.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import mujoco
 import numpy as np
 
+from bcg_deploy.motions.motion import Motion
 from bcg_deploy.rotations import quat_numpy as Q
 
 
-@dataclass(frozen=True)
-class Reference:
-    """A reference clip sampled at ``fps`` (the control rate); T frames.
-
-    Root quantities are those of the pelvis (body 0): position, orientation, and linear and angular
-    velocity in the world frame.
-    """
-
-    fps: float
-    joint_pos: np.ndarray  # [T, J] rad
-    joint_vel: np.ndarray  # [T, J] rad/s
-    body_pos_w: np.ndarray  # [T, NB, 3] m
-    body_quat_w: np.ndarray  # [T, NB, 4] w x y z
-    body_lin_vel_w: np.ndarray  # [T, NB, 3] m/s
-    body_ang_vel_w: np.ndarray  # [T, NB, 3] rad/s
-    source: str = ""
-
-    @property
-    def num_frames(self) -> int:
-        return int(self.joint_pos.shape[0])
-
-    @property
-    def root_pos(self) -> np.ndarray:
-        return self.body_pos_w[:, 0]
-
-    @property
-    def root_quat(self) -> np.ndarray:
-        return self.body_quat_w[:, 0]
-
-    @property
-    def root_lin_vel(self) -> np.ndarray:
-        return self.body_lin_vel_w[:, 0]
-
-    @property
-    def root_ang_vel(self) -> np.ndarray:
-        return self.body_ang_vel_w[:, 0]
-
-    def truncated(self, num_frames: int) -> Reference:
-        """The first ``num_frames`` frames."""
-        n = max(2, min(num_frames, self.num_frames))
-        return Reference(
-            self.fps,
-            self.joint_pos[:n],
-            self.joint_vel[:n],
-            self.body_pos_w[:n],
-            self.body_quat_w[:n],
-            self.body_lin_vel_w[:n],
-            self.body_ang_vel_w[:n],
-            self.source,
-        )
-
-
-def reference_from_motion(motion) -> Reference:
-    """A :class:`Reference` from a ``bcg_deploy.motions.Motion`` (the ``--motion`` replay case)."""
+def reference_from_motion(motion: Motion) -> Motion:
+    """The clip of a ``Motion`` as sim2sim tracks it: float64, the root taken from its pelvis body (body 0)."""
     f = lambda a: np.asarray(a, dtype=np.float64)  # noqa: E731
-    return Reference(
+    return Motion.from_bodies(
         fps=float(motion.fps),
         joint_pos=f(motion.joint_pos),
         joint_vel=f(motion.joint_vel),
@@ -79,12 +27,23 @@ def reference_from_motion(motion) -> Reference:
         body_quat_w=f(motion.body_quat_w),
         body_lin_vel_w=f(motion.body_lin_vel_w),
         body_ang_vel_w=f(motion.body_ang_vel_w),
-        source=f"motion {motion.name}",
+        name=motion.name,
+        source=motion.source,
     )
 
 
-def reference_from_states(model: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndarray, fps: float) -> Reference:
-    """Build a Reference from MuJoCo states [T, nq], [T, nv] by forward kinematics on ``model``."""
+def reference_text(ref: Motion) -> str:
+    """What the reports call the clip: the clip baked into a policy file, a motion file, a named motion."""
+    kind, file = ref.source.get("kind"), ref.source.get("file")
+    if kind == "policy":
+        return f"the clip in {file}"
+    if kind == "motion_file":
+        return f"motion file {file}"
+    return "states" if kind == "states" else f"motion {ref.name}"
+
+
+def reference_from_states(model: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndarray, fps: float) -> Motion:
+    """The clip of MuJoCo states [T, nq], [T, nv] by forward kinematics on ``model``."""
     d = mujoco.MjData(model)
     t, nb = qpos.shape[0], model.nbody - 1
     pos, quat = np.zeros((t, nb, 3)), np.zeros((t, nb, 4))
@@ -97,17 +56,19 @@ def reference_from_states(model: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndar
         for b in range(1, model.nbody):
             mujoco.mj_objectVelocity(model, d, mujoco.mjtObj.mjOBJ_XBODY, b, vel, 0)
             ang[i, b - 1], lin[i, b - 1] = vel[:3], vel[3:]
-    return Reference(fps, qpos[:, 7:].copy(), qvel[:, 6:].copy(), pos, quat, lin, ang, "states")
+    return Motion.from_bodies(
+        fps, qpos[:, 7:].copy(), qvel[:, 6:].copy(), pos, quat, lin, ang, "states", {"kind": "states"}
+    )
 
 
-def root_state(ref: Reference, k: int) -> tuple[np.ndarray, np.ndarray]:
+def root_state(ref: Motion, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Base qpos [7] and qvel [6] (MuJoCo convention) of reference frame ``k``."""
     qpos = np.concatenate([ref.root_pos[k], ref.root_quat[k] / np.linalg.norm(ref.root_quat[k])])
     qvel = np.concatenate([ref.root_lin_vel[k], Q.rotate_inverse(qpos[3:], ref.root_ang_vel[k])])
     return qpos, qvel
 
 
-def initial_state(ref: Reference, nq: int, nv: int) -> tuple[np.ndarray, np.ndarray]:
+def initial_state(ref: Motion, nq: int, nv: int) -> tuple[np.ndarray, np.ndarray]:
     """MuJoCo qpos, qvel of reference frame 0 (reference state initialisation, as in training)."""
     qpos, qvel = np.zeros(nq), np.zeros(nv)
     qpos[:7], qvel[:6] = root_state(ref, 0)
@@ -115,7 +76,7 @@ def initial_state(ref: Reference, nq: int, nv: int) -> tuple[np.ndarray, np.ndar
     return qpos, qvel
 
 
-def base_track(ref: Reference, num_steps: int, dt: float) -> tuple[np.ndarray, np.ndarray]:
+def base_track(ref: Motion, num_steps: int, dt: float) -> tuple[np.ndarray, np.ndarray]:
     """Base qpos [N + 1, 7] and qvel [N + 1, 6] of the reference at physics steps 0..N of ``dt`` s,
     interpolated between frames (linear; quaternion nlerp). Used to pin the base."""
     t = np.arange(num_steps + 1) * dt * ref.fps

@@ -29,6 +29,7 @@ import mujoco
 import numpy as np
 
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.motions.motion import Motion
 from bcg_deploy.sim2sim import metrics
 from bcg_deploy.sim2sim.injection import (
     ActionDelayLine,
@@ -40,7 +41,7 @@ from bcg_deploy.sim2sim.injection import (
     push_schedule,
 )
 from bcg_deploy.sim2sim.policy import make_inputs
-from bcg_deploy.sim2sim.reference import Reference, base_track, initial_state
+from bcg_deploy.sim2sim.reference import base_track, initial_state
 from bcg_deploy.sim2sim.setup import RunResult, Sim2SimConfig, Sim2SimSetup, foot_geoms, joint_dofs
 
 Controller = Callable[[int, dict], np.ndarray]
@@ -288,7 +289,7 @@ def _obs_contract_controller(setup: Sim2SimSetup) -> Controller:
     return act
 
 
-def _replay_controller(ref: Reference) -> Controller:
+def _replay_controller(ref: Motion) -> Controller:
     """Targets = the reference joint positions of the frame the control step ends on."""
 
     def act(k: int, inputs: dict) -> np.ndarray:

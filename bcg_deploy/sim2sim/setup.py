@@ -18,6 +18,7 @@ import bcg_deploy
 from bcg_deploy import motions
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.motions.library import load_query
+from bcg_deploy.motions.motion import Motion
 from bcg_deploy.robots import RobotSpec, load_robot
 from bcg_deploy.sim2sim.injection import (
     DomainRandomization,
@@ -32,7 +33,7 @@ from bcg_deploy.sim2sim.injection import (
 )
 from bcg_deploy.sim2sim.other_model import body_ids, load_mjcf
 from bcg_deploy.sim2sim.policy import OnnxPolicy
-from bcg_deploy.sim2sim.reference import Reference, reference_from_motion
+from bcg_deploy.sim2sim.reference import reference_from_motion, reference_text
 
 DEFAULT_PHYSICS_DT = 0.002
 MAX_LATENCY_MS = 1000.0
@@ -118,7 +119,7 @@ class Sim2SimSetup:
     """Everything shared by the runs of one evaluation."""
 
     spec: RobotSpec
-    reference: Reference
+    reference: Motion
     control_dt: float
     n_sub: int
     kp: np.ndarray
@@ -189,7 +190,7 @@ def mujoco_settings(m: mujoco.MjModel) -> dict:
     }
 
 
-def _load_motion_reference(cfg: Sim2SimConfig, spec: RobotSpec) -> Reference:
+def _load_motion_reference(cfg: Sim2SimConfig, spec: RobotSpec) -> Motion:
     """``--motion``: a LAFAN1 G1 CSV window, a task name, or the name of a file in the clip library."""
     name = str(cfg.motion)
     if name.lower().endswith(".csv") or Path(name).is_file():
@@ -238,8 +239,8 @@ def prepare(onnx_path: str | Path | None, cfg: Sim2SimConfig) -> Sim2SimSetup:
     return _finish_setup(spec, ref, control_dt, kp, kd, effort, armature, cfg, policy, notes, onnx_path)
 
 
-def setup_from_reference(reference: Reference, cfg: Sim2SimConfig) -> Sim2SimSetup:
-    """A replay setup for any :class:`Reference` (no policy): the robot's own PD gains and effort limits,
+def setup_from_reference(reference: Motion, cfg: Sim2SimConfig) -> Sim2SimSetup:
+    """A replay setup for any clip (a :class:`Motion`; no policy): the robot's own PD gains and effort limits,
     control dt = 1 / reference.fps. For library use and for tests on constructed trajectories."""
     _check_cfg(cfg)
     spec = load_robot(cfg.robot)
@@ -343,7 +344,7 @@ def _settings(onnx_path, cfg: Sim2SimConfig, s: Sim2SimSetup) -> dict:
         "policy": None,
         "robot": s.spec.identity(),
         "mode": ("replay" if cfg.replay else "policy") + (" + pinned base" if cfg.pin_base else ""),
-        "reference": {"source": s.reference.source, "frames": s.reference.num_frames, "fps": s.reference.fps},
+        "reference": {"source": reference_text(s.reference), "frames": s.reference.num_frames, "fps": s.reference.fps},
         "runs": cfg.runs,
         "seed": cfg.seed,
         "physics_dt": cfg.physics_dt,

@@ -113,7 +113,7 @@ class VideoRecorder:
     """``on_control_step(run, k, m, d)`` hook that renders run ``run_index`` to an MP4 or a GIF.
 
     A tracking camera follows the pelvis; the robot is drawn with its body-sized shapes, the reference
-    (``ghost``, a :class:`~bcg_deploy.sim2sim.reference.Reference`) as a translucent green figure at the
+    (``ghost``, the reference ``Motion``) as a translucent green figure at the
     frame the control step is compared with. Frames go to a temporary file beside ``path`` (created
     with the permissions of any other output, umask applied); :meth:`close` renames it into place.
     """

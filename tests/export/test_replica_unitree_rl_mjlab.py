@@ -158,8 +158,8 @@ def test_state_mimic_loads_and_drives_our_export(deploy_exports, ckpt_dir, robot
     training only by the deploy's start alignment (reference pelvis yaw against robot torso yaw, i.e. the
     start frame's waist yaw), which sim2sim reproduces. The joint target is default + scale * tanh(mean)
     of that observation, in float64 torch."""
+    from bcg_deploy.motions.motion import Motion
     from bcg_deploy.sim2sim.obs_contract import ObsContract
-    from bcg_deploy.sim2sim.reference import Reference
 
     res = deploy_exports["unitree"]
     policy_dir = res.path.parent.parent
@@ -176,7 +176,7 @@ def test_state_mimic_loads_and_drives_our_export(deploy_exports, ckpt_dir, robot
     qd = np.concatenate((a["root_lin_vel"][t], rot.T @ a["root_ang_vel"][t], a["joint_vel"][t]))
     obs, target = rep.run(q, qd, time_start=t * 0.02 + 1e-4)
     z = np.load(res.side_files["motion_npz"])
-    ref = Reference(50.0, *(np.asarray(z[k], np.float64)[t:] for k in ("joint_pos", "joint_vel", "body_pos_w",
+    ref = Motion.from_bodies(50.0, *(np.asarray(z[k], np.float64)[t:] for k in ("joint_pos", "joint_vel", "body_pos_w",
                     "body_quat_w", "body_lin_vel_w", "body_ang_vel_w")))  # fmt: skip
     contract = ObsContract(get_profile("unitree"), robot.load_model(), ref, robot.joint_names, robot.body_names,
                            robot.default_joint_pos)  # fmt: skip

@@ -80,9 +80,9 @@ def test_contract_observation_equals_training(exports, profile):
 
 def Reference_at(ref, k):  # noqa: N802
     """The reference starting at frame k (initial_state reads frame 0)."""
-    from bcg_deploy.sim2sim.reference import Reference
+    from bcg_deploy.motions.motion import Motion
 
-    return Reference(ref.fps, ref.joint_pos[k:], ref.joint_vel[k:], ref.body_pos_w[k:], ref.body_quat_w[k:],
+    return Motion.from_bodies(ref.fps, ref.joint_pos[k:], ref.joint_vel[k:], ref.body_pos_w[k:], ref.body_quat_w[k:],
                      ref.body_lin_vel_w[k:], ref.body_ang_vel_w[k:])  # fmt: skip
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from bcg_deploy.motions.builtin import dance, fight, jump, run
 from bcg_deploy.motions.builtin.plan import Plan, realise
-from bcg_deploy.motions.resample import Track
+from bcg_deploy.motions.motion import Motion
 from bcg_deploy.robots import RobotSpec
 
 
@@ -37,7 +37,7 @@ BUILTINS: dict[str, BuiltinClip] = {
 }
 
 
-def generate_builtin(name: str, robot: RobotSpec, fps: float = 50.0) -> Track:
+def generate_builtin(name: str, robot: RobotSpec, fps: float = 50.0) -> Motion:
     """Generate the built-in clip ``name`` at ``fps`` (joints, root, finite-difference velocities)."""
     clip = BUILTINS[name]
     track, _ = realise(clip.planner(robot, fps), robot)

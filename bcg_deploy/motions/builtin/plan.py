@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bcg_deploy.motions.builtin.ik import LegIK
-from bcg_deploy.motions.resample import Track, with_velocities
+from bcg_deploy.motions.motion import Motion
+from bcg_deploy.motions.resample import with_velocities
 from bcg_deploy.robots import RobotSpec
 from bcg_deploy.rotations import quat_numpy as Q
 
@@ -188,7 +189,7 @@ class Plan:
         self.joint_pos[:, self.joint(robot, name)] += values
 
 
-def realise(plan: Plan, robot: RobotSpec, max_residual: float = 1e-4) -> tuple[Track, np.ndarray]:
+def realise(plan: Plan, robot: RobotSpec, max_residual: float = 1e-4) -> tuple[Motion, np.ndarray]:
     """Solve the legs by IK, clamp all joints to their ranges and attach velocities.
 
     Returns (track, per-frame IK residual). Raises RuntimeError when a foot target is unreachable
