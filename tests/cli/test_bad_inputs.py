@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.cli.util import assert_one_line_error, bcgd
-from tests.motions.conftest import synthetic_rows, write_csv
+from tests.synthetic import synthetic_rows, write_csv
 
 
 @pytest.fixture(scope="module")

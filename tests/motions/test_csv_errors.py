@@ -12,7 +12,7 @@ from bcg_deploy.cli import main
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.motions import load_lafan1_csv
 from bcg_deploy.motions.csv_io import read_lafan1_csv
-from tests.motions.conftest import synthetic_rows, write_csv
+from tests.synthetic import synthetic_rows, write_csv
 
 ROW = 17  # 1-based row that is broken in each case
 

@@ -12,7 +12,7 @@ from bcg_deploy.cli import main
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.motions import import_lafan1_dir, library_dir, list_motions, load_task_motion, resolve_task
 from bcg_deploy.motions.library import task_source_text
-from tests.motions.conftest import synthetic_rows, write_csv
+from tests.synthetic import synthetic_rows, write_csv
 
 
 def test_library_dir_follows_bcgd_home(bcgd_home, monkeypatch):

@@ -15,7 +15,7 @@ import pytest
 from bcg_deploy.motions import load_lafan1_csv
 from bcg_deploy.motions.kinematics import forward_kinematics
 from bcg_deploy.rotations import quat_numpy as Q
-from tests.motions.conftest import write_csv
+from tests.synthetic import write_csv
 
 H = 1.0 / 30.0
 START, DURATION = 1.0, 3.0

@@ -11,7 +11,7 @@ import torch
 
 from bcg_deploy.observations.paper import ObservationModule, make_obs_terms, raw_input_noise
 from bcg_deploy.robots import load_robot
-from tests.training.synthetic_motion import synthetic_motion
+from tests.synthetic import synthetic_motion
 
 
 @pytest.fixture(scope="module")

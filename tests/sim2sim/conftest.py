@@ -1,7 +1,7 @@
 """sim2sim test fixtures: an UNTRAINED policy exported by the real exporter (``bcg_deploy.export``).
 
 The checkpoint is made with the real training code (untrained actor of the default size, fresh
-normaliser, the training config defaults, a short synthetic clip from the training tests' helper).
+normaliser, the training config defaults, the short synthetic clip of tests.synthetic).
 Only the tests import training/export; the sim2sim package itself never does.
 """
 
@@ -22,7 +22,7 @@ def make_untrained_checkpoint(path: Path, seconds: float = 1.5) -> Path:
     from bcg_deploy.training.config import TrainConfig
     from bcg_deploy.training.networks import Actor
     from bcg_deploy.training.normalizer import RunningNormalizer
-    from tests.training.synthetic_motion import synthetic_motion
+    from tests.synthetic import synthetic_motion
 
     robot = load_robot()
     motion = synthetic_motion(robot, seconds=seconds)

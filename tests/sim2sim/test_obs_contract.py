@@ -24,7 +24,7 @@ def _export(folder: Path, trained: str, profile: str) -> Path:
     from bcg_deploy.export import ExportConfig, export_policy
     from bcg_deploy.training.checkpoint import save_checkpoint
     from tests.export.conftest import make_profile_payload
-    from tests.training.synthetic_motion import synthetic_motion
+    from tests.synthetic import synthetic_motion
 
     robot = load_robot()
     ck = folder / f"run_{trained}.pt"

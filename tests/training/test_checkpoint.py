@@ -26,7 +26,7 @@ from bcg_deploy.training.checkpoint import (
 )
 from bcg_deploy.training.networks import Actor, Critic
 from bcg_deploy.training.normalizer import RunningNormalizer
-from tests.training.synthetic_motion import synthetic_motion
+from tests.synthetic import synthetic_motion
 
 
 @pytest.fixture(scope="module")
