@@ -5,7 +5,7 @@
 At the paper's size every critic step sums the 3-critic ensemble's 854k gradients over the ranks, zeroes
 their non-finite entries and clips them to a total norm (64 times per SHAC iteration). Peers, measured in
 the same processes, interleaved ``--repeats`` times, one torch thread per rank:
-- ``per_tensor_gloo_barrier``: the trainer before session 12 (``World.all_reduce_grads``: flatten, copy
+- ``per_tensor_gloo_barrier``: the per-tensor path (``World.all_reduce_grads``: flatten, copy
   into the shared-memory slot, two gloo barriers, copy back and unflatten; then ``shac.clip_and_sanitize``,
   per tensor, with torch's inf-norm);
 - ``flat_gloo_barrier``: ``FlatGrads`` (the gradients are this rank's slot: no copies in or out; sanitise and

@@ -24,8 +24,8 @@ class SimConfig:
         gravity: include the MJCF's gravity (False: zero gravity).
         pd_damping: "explicit" (METHOD.md: tau = kp (q_target - q) - kd qd at the substep's start velocity)
             or "implicit" (default; the kd term acts on the new velocity: dt kd is added to M's diagonal for the
-            unsaturated joints, as MuJoCo's implicitfast does; docs/decisions.md D1). Contact solves use
-            the same M.
+            unsaturated joints, as MuJoCo's implicitfast does, which keeps the stiff PD stable at the control
+            dt). Contact solves use the same M.
         integrator: "moreau" (default; METHOD.md section 2's Moreau midpoint step, with contact) or "rk4"
             (classic 4th-order Runge-Kutta per substep, as MuJoCo's RK4: contact-free only, explicit PD at every
             stage; for checks and flight phases: energy and momentum drift ~1e-6 where Moreau's are percent).
@@ -37,8 +37,8 @@ class SimConfig:
         contact_iterations: projected Gauss-Seidel sweeps of the contact solve.
         contact_step: the Gauss-Seidel step p_i <- proj(p_i - step_i): "scalar" (default; METHOD.md's scalar
             step r_i (sum_j G_ij p_j + c_i) with r_i = 1.8 / ||G_ii||_F instead of 1 / (1 + sum_j det G_ij):
-            converges in 10 sweeps and stays Lipschitz in the state; docs/decisions.md D5) or "component"
-            (diag(G_ii)^-1 times the residual, D2: superseded, it can make the step map jump).
+            converges in 10 sweeps and stays Lipschitz in the state) or "component" (diag(G_ii)^-1 times
+            the residual: converges in value, but its one-step Jacobian can jump; kept for comparison).
         friction: Coulomb friction coefficient (all envs; per env with ``set_env_params(friction=...)``).
         max_idle_buffers: per-step buffer sets kept for reuse after their autograd graph is freed.
         graphs: replay each step's launches as captured graphs: on CPU Warp's APIC graphs (cuts the

@@ -12,14 +12,14 @@ substep's midpoint configuration:
    ``c = Jc qd + dt Y qfrc_smooth`` (m/s; plastic impact, no restitution, no Baumgarte), warm start
    ``p_i = -G_ii^-1 c_i``, ``iterations`` sweeps of projected Gauss-Seidel with the coupling terms
    ``G_ij p_j`` (j != i) scaled by ``s(d_j)`` (symmetric: even sweeps visit the contacts forward, odd
-   sweeps backward; docs/decisions.md D6), Coulomb-cone projection, and the returned impulse
+   sweeps backward, so neither order is favoured), Coulomb-cone projection, and the returned impulse
    ``p_i s(d_i)`` (N s) with ``s(d) = 1 / (1 + exp(-kappa d))`` (exponent clamped to [-50, 50]).
    Every sweep writes its own slice of ``p_iter``: nothing is updated in place, so Warp's adjoint
    of the unrolled iterations is exact.
 4. ``contact_force``: ``qfrc_impulse = Jc^T p`` (N s), consumed by the velocity update
    ``qd+ = qd + M^-1 (dt qfrc_smooth + qfrc_impulse)``.
 
-Decision (measured; docs/decisions.md D5, which supersedes D2): METHOD's scalar step
+Decision (measured): METHOD's scalar step
 ``p_i <- proj(p_i - r_i (sum_j G_ij p_j + c_i))`` is kept, with ``r_i = 1.8 / ||G_ii||_F`` instead of
 ``1 / (1 + sum_j det G_ij)``. For the G1 (four rigidly coupled spheres per foot, det G_ij ~ 0.02) METHOD's r_i
 needs ~100 sweeps (the home pose at 10x gains falls within 3 s at kappa 300 with 10). With ``p' = s(d) p``

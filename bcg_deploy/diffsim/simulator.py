@@ -458,15 +458,15 @@ class Simulator:
         return {"M": M, "bias": d.views["qfrc_bias"][0].clone(), "qacc": d.views["dqd"][0].clone()}
 
 
-# Warp 1.19's CPU graphs replay at most 10 launches: a longer capture records nothing ("no operations
-# recorded"; measured on the contact step). Capture in chunks below that.
+# Warp 1.19's CPU graphs replay at most 10 launches: a longer capture records nothing (Warp says "no
+# operations recorded", for the contact step's launches). Capture in chunks below that.
 _GRAPH_CHUNK = 7
 
 
 def _captured_or_plain(cmds: list, device: str) -> list:
     """``cmds`` as one captured graph, replayed once as a check; the commands themselves if the capture
     recorded nothing (Warp 1.19's CPU capture records no launch of ``smooth_kernel`` on some models, e.g. a
-    free body without hinges: measured on the free-foot model of bench/contact_validation.py)."""
+    free body without hinges, as the free-foot model of bench/contact_validation.py)."""
     graph = _capture_graph(cmds, device)
     try:
         graph.launch()

@@ -52,14 +52,13 @@ class SimCfg:
     contact_iterations: int = 10
     """Projected Gauss-Seidel sweeps of the contact solve."""
     contact_step: Literal["scalar", "component"] = "scalar"
-    """Gauss-Seidel step: "scalar" (docs/decisions.md D5) or the superseded per-component step (D2)."""
+    """Gauss-Seidel step: "scalar" (Lipschitz in the state; ``SimConfig.contact_step``) or "component"."""
     bias_velocity: Literal["start", "midpoint"] = "start"
     """Velocity of the bias forces: METHOD.md's substep start velocity, or the predicted midpoint velocity."""
     graphs: bool = False
     """Replay each control step's kernel launches as captured Warp graphs (``SimConfig.graphs``). Off for
-    training: at 32 envs the iteration time is the same either way (1.62 s on / 1.64 s off, measured), and
-    processes of this session that crashed in libc memset (9 in dmesg) did so in Warp's CPU graph capture
-    (docs/decisions.md D10)."""
+    training: at 32 envs an iteration takes the same time either way (1.62 s with graphs, 1.64 s without),
+    and Warp's CPU graph capture has crashed training processes (a segmentation fault in libc memset)."""
 
 
 @dataclass
@@ -94,7 +93,7 @@ class EnvCfg:
     """Reference state initialisation at a random phase (else at frame 0)."""
     adaptive_start: bool = False
     """Draw the random phases by where episodes fail (falls and strays), favouring the seconds before
-    them, instead of uniformly (BeyondMimic's adaptive sampling; ``training/env/start_sampling.py``, D19)."""
+    them, instead of uniformly (BeyondMimic's adaptive sampling; ``training/env/start_sampling.py``)."""
     adaptive_bin_s: float = 1.0
     """Width of a start bin (s)."""
     adaptive_kernel_bins: int = 3
@@ -107,8 +106,8 @@ class EnvCfg:
     """Weight of one iteration's failures in their exponential average."""
     first_frame_share: float = 0.0
     """Share of the random-phase resets that start at the clip's first frame instead (still with the reset
-    noise): every MuJoCo evaluation starts there, perturbed, and neither uniform nor adaptive phases visit it
-    (D19, D22). 0 draws nothing more, so the random streams stay as they were."""
+    noise): every MuJoCo evaluation starts there, perturbed, and neither uniform nor adaptive phases visit it.
+    0 draws nothing more, so the random streams are those of a run without it."""
     action_rate_weight: float = -0.8
     """Weight of the action-rate penalty mean_j (a_t - a_{t-1})_j^2 (Decision: mean over joints)."""
     max_abs_qd: float = 100.0
@@ -149,7 +148,7 @@ class DomainRandCfg:
     """Reset joint position noise half-width (rad)."""
     reset_scale: float = 1.0
     """Training's reset noise is ``reset_pos / reset_rot / reset_joint`` times this: a margin around the box
-    that the ONNX records and ``bcgd sim2sim`` perturbs its starts by (D23). 1.0 draws as before."""
+    that the ONNX records and ``bcgd sim2sim`` perturbs its starts by. 1.0: the box as given."""
 
 
 @dataclass
@@ -202,7 +201,7 @@ class SHACCfg:
     """Run the critic regression's forward pass under bf16 autocast (fast on CPUs with AVX512-BF16 or AMX and
     on GPUs; other CPUs convert bf16 in software, slower than float32). The actor, reward and simulator chain
     and the target critic stay float32 either way. Off by default: at the paper's size its policies tracked
-    1.5 cm worse than float32's (4 of 5 seeds, 200 iterations; bench/critic_precision.py, D38, D39)."""
+    1.5 cm worse than float32's (4 of 5 seeds, 200 iterations; bench/critic_precision.py)."""
     critic_iterations: int = 16
     critic_minibatches: int = 4
     target_alpha: float = 0.995
@@ -265,7 +264,7 @@ class BCGCfg:
     enabled: bool = False
     """True: SHAC + BCG; False (default): plain SHAC. Off by default because plain SHAC at the paper's 128 envs
     was not worse than SHAC + BCG at its 64 on any of the four LAFAN1 motions, and better with sensor noise on
-    three (docs/decisions.md D34)."""
+    three of them."""
     num_branches: int = 10
     """B."""
     horizon: int = 2
@@ -315,8 +314,8 @@ class RunnerCfg:
 
     iterations: int = 1200
     """SHAC iterations (paper: 3000). The default is the CPU-sized main job of ``bcgd train dance``: plain
-    SHAC at 128 envs x horizon 32 on 2 ranks, 4.35 s per iteration on our 2-core CPU, about 1.5 h; its policy
-    had 0/5 falls in MuJoCo with --noise 1 (README, docs/decisions.md D34)."""
+    SHAC at 128 envs x horizon 32 on 2 ranks, 4.35 s per iteration on a 2-core CPU, about 1.5 h; its policy
+    had 0/5 falls in MuJoCo with --noise 1."""
     save_every: int = 50
     """Write run.pt every K iterations (and at the end)."""
     keep_every: int = 0
@@ -338,8 +337,8 @@ class RunnerCfg:
     (/dev/shm; ``training.parallel.host_reduce``) instead of gloo's sockets; the same sums. False: gloo."""
     threads: int = 1
     """torch intra-op threads (0 = torch default). 1 by default: Warp's CPU kernels are single-threaded, so
-    use one process per core; measured on a shared 2-core machine, torch's default 2 threads made a
-    training iteration 4x slower (spinning against the other process), with identical results."""
+    use one process per core; on a 2-core machine torch's default 2 threads make a training iteration 4x
+    slower (they spin against the other process), with identical results."""
     tf32: bool = False
     """TF32 for CUDA matmuls and cuDNN. Pinned off by the trainer whatever the environment says
     (``training.device.configure_numerics``; METHOD.md: the actor, reward and simulator chain stays float32),

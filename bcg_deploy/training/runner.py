@@ -498,8 +498,8 @@ class Trainer:
         must end its ranks), and SIGINT asks only once: the launcher judges a second Ctrl-C and then ends the
         ranks. A rank cannot judge it: a handler runs when the main thread is back from C (a collective that
         waits seconds for a slower peer), so the group's copy of ``timeout -s INT`` can be handled long after
-        the launcher's request, even after the save (CI flake of session 10: KeyboardInterrupt restored,
-        "no run.pt was written yet"). After the run a rank ignores both. The "interrupted" event records the signal.
+        the launcher's request, even after the save (raising KeyboardInterrupt there would end the rank as if
+        nothing had been saved). After the run a rank ignores both. The "interrupted" event records the signal.
         Only in the main thread (signals cannot be caught elsewhere): {signal: previous handler}."""
         if threading.current_thread() is not threading.main_thread():
             return {}

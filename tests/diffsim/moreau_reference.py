@@ -2,9 +2,8 @@
 
 An independent, deliberately plain implementation of METHOD.md section 2 on top of MuJoCo C
 (mass matrix, bias forces, point Jacobians), with the simulator's two measured decisions
-(implicit PD damping, the scalar Gauss-Seidel step r_i = 1.8 / ||G_ii||_F or the earlier per-component
-one; see docs/decisions.md). The Warp
-simulator must agree with it to float64 round-off. One env at a time; slow but obvious.
+(implicit PD damping, the scalar Gauss-Seidel step r_i = 1.8 / ||G_ii||_F or the per-component one;
+see ``SimConfig``). The Warp simulator must agree with it to float64 round-off. One env at a time; slow but obvious.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ class ReferenceConfig:
     gravity: bool = True
     pd: bool = True
     gain_scale: float = 1.0
-    step: str = "scalar"  # Gauss-Seidel step: "scalar" (D5) or "component" (D2)
+    step: str = "scalar"  # Gauss-Seidel step: "scalar" or "component" (SimConfig.contact_step)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:

@@ -96,7 +96,7 @@ def test_control_step_is_lipschitz_at_two_sphere_heel_contact():
     """At a stored branch state of SHAC + BCG (a foot on two heel spheres, friction 1.17, kappa 300), the
     one-control-step map q_target -> (q+, qd+) has bounded slopes: the adjoint directional derivatives
     equal central differences at h = 1e-5 and 1e-7 alike (a jump in the forward map would make the
-    differences grow like 1/h; the per-component step of D2 did, measured 3.2e6 at 10 sweeps)."""
+    differences grow like 1/h, as they do for the per-component step: 3.2e6 at 10 sweeps)."""
     state = json.loads(PROBE.read_text())
     sim = Simulator(SPEC, SimConfig(num_envs=1, dtype="float64", kappa=300.0))  # own instance: edited below
     sim.set_env_params(**{k: torch.tensor(v, dtype=torch.float64)[None] for k, v in state["params"].items()})

@@ -172,7 +172,7 @@ def test_resume_accepts_the_stored_task_and_refuses_a_changed_one(full_run):
 def test_a_stop_noted_while_the_ranks_gather_is_kept_for_the_next_boundary(tmp_path, tiny_motion):
     """A rank's signal handler runs when its main thread is back from a collective: after its stop flag went
     out with the iteration's statistics. The ranks' decision (no one had asked) must not erase that request
-    (CI flake of session 14: the launcher's stop was lost and the ranks ran to the end); it goes out with the
+    (else the launcher's stop is lost and the ranks run to the end); it goes out with the
     next iteration's statistics, and every rank stops there and saves."""
     import signal
 

@@ -96,7 +96,7 @@ def test_a_stop_sent_to_the_launcher_alone_or_to_the_group_saves_run_pt(tmp_path
     iteration boundary and run.pt is written (here before the first periodic save), exit code 128 + signal.
     A rank runs a handler only when its main thread is back from C (a collective waiting for the slower
     peer, seconds under load), so it may see the group's copy long after the launcher's request: the
-    "ranks-late" case, the cause of this test's CI flake."""
+    "ranks-late" case, which a fixed sleep in this test cannot rule out."""
     run = tmp_path / "run"
     args = ["train", "dance", "--iterations", "400", "--nproc", "2", "--out", str(run), *TINY]
     args[args.index("--save-every") + 1] = "1000"  # no periodic save: only the stop can write run.pt

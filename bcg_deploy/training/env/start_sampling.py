@@ -3,8 +3,7 @@
 With uniform reference-state initialisation every start is equally likely, so a clip with a few hard
 moments ("walls": a jump's landing that ends every episode started before it, ``bench/failure_map.py``)
 spends most of its env-steps on the easy stretches between them. BeyondMimic's adaptive sampling (its
-paper, section III-F) weights the start bins by where episodes fail; this is our version of it
-(docs/decisions.md D19):
+paper, section III-F) weights the start bins by where episodes fail; this is our version of it:
 
 - the clip's start frames ``0 .. F-2`` are cut into bins of ``bin_s`` seconds;
 - every episode that ends by a fall or by straying counts one failure in the bin of the frame it ended in;
