@@ -1,7 +1,9 @@
-"""Atomic file writes: nothing is left half-written (temporary file in the same folder, then ``os.replace``)."""
+"""Files in and out: atomic writes (nothing is left half-written: a temporary file in the same folder, then
+``os.replace``), and input files read with one-line errors."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -61,3 +63,21 @@ def check_writable(path: Path, what: str, is_dir: bool = False) -> Path:
     except OSError as exc:
         raise BcgdError(f"cannot write {what} {path}: {exc.strerror or exc}") from None
     return path
+
+
+def read_input(path: str | Path, expected: str = "a file") -> bytes:
+    """The bytes of an input file, or a one-line BcgdError: no such file, a directory (``expected`` says what
+    was wanted, e.g. "a CSV file"), or unreadable."""
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise BcgdError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise BcgdError(f"{path}: is a directory, expected {expected}") from None
+    except OSError as exc:
+        raise BcgdError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+def file_sha256(path: str | Path, expected: str = "a file") -> str:
+    """sha256 (hex) of an input file's bytes (errors as ``read_input``)."""
+    return hashlib.sha256(read_input(path, expected)).hexdigest()

@@ -10,15 +10,15 @@ trajectory is cached (``cache``).
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.fileio import file_sha256
 from bcg_deploy.motions import cache
-from bcg_deploy.motions.csv_io import CsvCheck, CsvClip, read_lafan1_csv
+from bcg_deploy.motions.csv_io import CSV_FILE, CsvCheck, CsvClip, read_lafan1_csv
 from bcg_deploy.motions.filters import SpikeFilterCfg, despike
 from bcg_deploy.motions.kinematics import forward_kinematics, to_qpos, to_qvel
 from bcg_deploy.motions.motion import Motion
@@ -43,18 +43,6 @@ class LoadCfg:
     spike_filter: SpikeFilterCfg = field(default_factory=SpikeFilterCfg)
     check: CsvCheck = field(default_factory=CsvCheck)
     use_cache: bool = True
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 (hex) of a file's bytes; BcgdError if it cannot be read."""
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except FileNotFoundError:
-        raise BcgdError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise BcgdError(f"{path}: is a directory, expected a CSV file") from None
-    except OSError as exc:
-        raise BcgdError(f"{path}: cannot read ({exc.strerror})") from None
 
 
 def motion_from_track(track: Motion, robot: RobotSpec, name: str, source: dict, extras: dict | None = None) -> Motion:
@@ -129,7 +117,7 @@ def load_lafan1_csv(
     path = Path(path)
     robot = robot or load_robot("g1")
     cfg = cfg or LoadCfg()
-    sha = file_sha256(path)
+    sha = file_sha256(path, CSV_FILE)
     key_parts = {
         "kind": "lafan1",
         "sha256": sha,

@@ -13,10 +13,14 @@ from pathlib import Path
 import numpy as np
 
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.fileio import read_input
+from bcg_deploy.motions.motion import Sampled
 from bcg_deploy.robots import RobotSpec
 from bcg_deploy.rotations import quat_numpy as Q
 
 LAFAN1_FPS = 30.0
+CSV_FILE = "a CSV file"
+"""What a motion CSV path should name, in errors."""
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,7 @@ class CsvCheck:
 
 
 @dataclass(frozen=True, eq=False)
-class CsvClip:
+class CsvClip(Sampled):
     """A validated clip at its source rate; quaternions already w x y z, continuous, unit norm.
 
     Attributes:
@@ -55,14 +59,6 @@ class CsvClip:
     joint_pos: np.ndarray
     clamped: int
 
-    @property
-    def num_frames(self) -> int:
-        return int(self.root_pos.shape[0])
-
-    @property
-    def duration(self) -> float:
-        return (self.num_frames - 1) / self.fps
-
 
 def _fail(path: Path, row: int | None, msg: str) -> BcgdError:
     where = f"{path.name} row {row}" if row is not None else path.name
@@ -71,16 +67,11 @@ def _fail(path: Path, row: int | None, msg: str) -> BcgdError:
 
 def _read_rows(path: Path, ncols: int) -> np.ndarray:
     """Parse the text into a [N, ncols] float64 array, or raise naming the first bad row."""
+    data = read_input(path, CSV_FILE)
     try:
-        text = path.read_text(encoding="utf-8", errors="strict")
-    except FileNotFoundError:
-        raise BcgdError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise BcgdError(f"{path}: is a directory, expected a CSV file") from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise BcgdError(f"{path.name}: not a text file (expected comma-separated numbers)") from None
-    except OSError as exc:
-        raise BcgdError(f"{path}: cannot read ({exc.strerror})") from None
     lines = text.splitlines()
     while lines and not lines[-1].strip():
         lines.pop()

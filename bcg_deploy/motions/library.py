@@ -21,17 +21,17 @@ from pathlib import Path
 from typing import Literal
 
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.fileio import file_sha256
 from bcg_deploy.motions import cache
 from bcg_deploy.motions.build import (
     CONTROL_FPS,
     LoadCfg,
-    file_sha256,
     filtered_source_track,
     load_lafan1_csv,
     motion_from_track,
 )
 from bcg_deploy.motions.builtin import BUILTINS, generate_builtin
-from bcg_deploy.motions.csv_io import read_lafan1_csv
+from bcg_deploy.motions.csv_io import CSV_FILE, read_lafan1_csv
 from bcg_deploy.motions.metrics import summary
 from bcg_deploy.motions.motion import Motion
 from bcg_deploy.motions.paths import library_dir
@@ -155,7 +155,7 @@ def import_lafan1_dir(
             {
                 "name": f.stem,
                 "path": str(f),
-                "sha256": file_sha256(f),
+                "sha256": file_sha256(f, CSV_FILE),
                 "rows": clip.num_frames,
                 "duration_s": clip.duration,
             }
@@ -271,7 +271,7 @@ def _checked_file(stem: str, entry: dict) -> Path:
             f"motion {stem!r}: registered file {path} is missing (was its folder moved?); run "
             f"`bcgd motions import DIR` on its new folder, or `bcgd motions remove {stem}` to forget it"
         )
-    if file_sha256(path) != entry["sha256"]:
+    if file_sha256(path, CSV_FILE) != entry["sha256"]:
         raise BcgdError(f"{path.name} changed since it was imported; run `bcgd motions import {path.parent}` again")
     return path
 
@@ -290,7 +290,7 @@ def file_status(entry: dict) -> str:
     path = Path(entry["path"])
     if not path.is_file():
         return "missing"
-    return "ok" if file_sha256(path) == entry["sha256"] else "changed"
+    return "ok" if file_sha256(path, CSV_FILE) == entry["sha256"] else "changed"
 
 
 def remove_motions(names: list[str]) -> list[str]:

@@ -28,8 +28,21 @@ ARRAY_FIELDS = (
 )
 
 
+class Sampled:
+    """What a clip sampled at ``fps`` knows of its length, from its ``root_pos`` [T, ...]."""
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.root_pos.shape[0])
+
+    @property
+    def duration(self) -> float:
+        """Seconds from the first to the last frame."""
+        return (self.num_frames - 1) / self.fps
+
+
 @dataclass(frozen=True, eq=False, kw_only=True)
-class Motion:
+class Motion(Sampled):
     """A reference motion sampled at ``fps`` (50 Hz, the control rate); T frames. The one container for a
     clip everywhere: the loaders' pipeline, training, checkpoints, the baked clip sim2sim reads back.
 
@@ -99,15 +112,6 @@ class Motion:
             body_lin_vel_w=body_lin_vel_w,
             body_ang_vel_w=body_ang_vel_w,
         )
-
-    @property
-    def num_frames(self) -> int:
-        return int(self.root_pos.shape[0])
-
-    @property
-    def duration(self) -> float:
-        """Seconds from the first to the last frame."""
-        return (self.num_frames - 1) / self.fps
 
     @property
     def dt(self) -> float:

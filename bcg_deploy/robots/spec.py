@@ -7,12 +7,13 @@ the task-level choices of the robot's constants module (key bodies, action-scale
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import mujoco
 import numpy as np
+
+from bcg_deploy.fileio import file_sha256
 
 
 @dataclass(frozen=True)
@@ -117,10 +118,6 @@ class RobotSpec:
         }
 
 
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 def spec_from_mjcf(
     name: str,
     mjcf_path: Path,
@@ -160,7 +157,7 @@ def spec_from_mjcf(
         name=name,
         mjcf_path=Path(mjcf_path),
         scene_path=Path(scene_path),
-        model_hash=file_sha256(mjcf_path),
+        model_hash=file_sha256(mjcf_path, "an MJCF file"),
         joint_names=joint_names,
         body_names=tuple(m.body(b).name for b in range(1, m.nbody)),
         default_root_pos=key.qpos[:3].copy(),

@@ -5,7 +5,6 @@ torque-motor PD, the reference clip, the policy and the injections resolved from
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ import onnxruntime
 import bcg_deploy
 from bcg_deploy import motions
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.fileio import file_sha256
 from bcg_deploy.motions.library import load_query
 from bcg_deploy.motions.motion import Motion
 from bcg_deploy.robots import RobotSpec, load_robot
@@ -362,7 +362,7 @@ def _settings(onnx_path, cfg: Sim2SimConfig, s: Sim2SimSetup) -> dict:
         "randomize": asdict(s.dr) if s.dr else None,
         "push": asdict(s.push) if s.push else None,
         "mujoco": mujoco_settings(s.model),
-        "mjcf": None if cfg.mjcf is None else {"path": str(cfg.mjcf), "sha256": _sha256(cfg.mjcf)},
+        "mjcf": None if cfg.mjcf is None else {"path": str(cfg.mjcf), "sha256": file_sha256(cfg.mjcf, "an MJCF file")},
         "versions": _versions(),
         "notes": s.notes,
     }
@@ -377,10 +377,6 @@ def _settings(onnx_path, cfg: Sim2SimConfig, s: Sim2SimSetup) -> dict:
             "training_physics_dt": m.physics_dt,
         }
     return out
-
-
-def _sha256(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def _csv(v) -> str:

@@ -69,6 +69,11 @@ def plan_jump(robot: RobotSpec, fps: float) -> Plan:
         to_xy = xy + fwd * 0.04
         l_xy = to_xy + vxy * t_flight
         xy1 = l_xy + vxy * 0.5 * T_ABSORB
+        pelvis_xy = [  # x, then y: crouch back, over the toes, ballistic, absorb, rest
+            (k, ((tj, xy[i], 0), (t_c, c_xy[i], 0), (t_to, to_xy[i], vxy[i]), (t_l, l_xy[i], vxy[i]),
+                 (t_a, xy1[i], 0), (t_r, xy1[i], 0)))
+            for i, k in enumerate((kx, ky))
+        ]  # fmt: skip
         for k, vals in (
             (
                 kz,
@@ -81,28 +86,7 @@ def plan_jump(robot: RobotSpec, fps: float) -> Plan:
                     (t_r, STAND_Z, 0),
                 ),
             ),
-            (
-                kx,
-                (
-                    (tj, xy[0], 0),
-                    (t_c, c_xy[0], 0),
-                    (t_to, to_xy[0], vxy[0]),
-                    (t_l, l_xy[0], vxy[0]),
-                    (t_a, xy1[0], 0),
-                    (t_r, xy1[0], 0),
-                ),
-            ),
-            (
-                ky,
-                (
-                    (tj, xy[1], 0),
-                    (t_c, c_xy[1], 0),
-                    (t_to, to_xy[1], vxy[1]),
-                    (t_l, l_xy[1], vxy[1]),
-                    (t_a, xy1[1], 0),
-                    (t_r, xy1[1], 0),
-                ),
-            ),
+            *pelvis_xy,
             (
                 kyaw,
                 (
