@@ -191,6 +191,21 @@ def test_function_local_imports_say_why(modules):
     assert sorted(silent) == []
 
 
+STAGES = ("errors fileio robots profiles rotations", "motions", "diffsim", "observations", "training", "export",
+          "sim2sim", "cli")  # fmt: skip
+"""The data flow (ARCHITECTURE.md), first to last: a stage imports only from itself and the stages before it."""
+
+
+def test_stages_import_only_from_earlier_stages(modules):
+    rank = {pkg: i for i, names in enumerate(STAGES) for pkg in names.split()}
+    assert {n.split(".")[1] for n in modules if "." in n} <= set(rank), "a package with no place in STAGES"
+    stage = lambda name: rank.get(name.split(".")[1], -1) if "." in name else -1  # noqa: E731
+    upward = sorted(
+        f"{n}:{line} imports {t}" for n, m in modules.items() for t, line, _ in m.imports if stage(t) > stage(n) >= 0
+    )
+    assert upward == []
+
+
 def test_the_cli_is_thin():
     total = sum(line_count(p) for p in (PACKAGE / "cli").rglob("*.py"))
     assert total < CLI_MAX_LINES, f"cli/ is {total} lines"
