@@ -80,6 +80,13 @@ class RobotSpec:
             raise ValueError(f"action scale must be positive and finite, got {scale}")
         return replace(self, action_scale=arr)
 
+    def with_default_pose(self, pose: np.ndarray | tuple[float, ...]) -> RobotSpec:
+        """This robot with ``pose`` (rad, ``joint_names`` order) as the default pose the actions are added to."""
+        arr = np.asarray(pose, dtype=np.float64).reshape(-1).copy()
+        if arr.shape != (self.num_joints,) or not np.all(np.isfinite(arr)):
+            raise ValueError(f"default pose must be {self.num_joints} finite angles, got {np.size(pose)} values")
+        return replace(self, default_joint_pos=arr)
+
     def identity(self) -> dict:
         """What a checkpoint or ONNX records to name this robot: name and model hash."""
         return {"name": self.name, "model_hash": self.model_hash}

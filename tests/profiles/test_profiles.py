@@ -44,9 +44,39 @@ def test_deployable_layouts():
     assert [t.quantity for t in un.terms] == [t.quantity for t in wose.terms]
     for p in PROFILES.values():
         assert all(p.signal(n) for n in p.term_names)
+        assert p.pins == (p.name == "holosoma")
     with pytest.raises(BcgdError, match="observation profile 'nope'"):
         get_profile("nope")
     assert profile_of_config({"env": {"num_envs": 2}}) == "paper"  # old checkpoints
+
+
+# holosoma fc600e7 src/holosoma_inference/holosoma_inference/config/config_values/robot.py:52-62 (dof_names)
+_LEG = ("hip_pitch", "hip_roll", "hip_yaw", "knee", "ankle_pitch", "ankle_roll")
+_ARM = ("shoulder_pitch", "shoulder_roll", "shoulder_yaw", "elbow", "wrist_roll", "wrist_pitch", "wrist_yaw")
+HOLOSOMA_DOF_NAMES = (
+    *(f"{side}_{j}_joint" for side in ("left", "right") for j in _LEG),
+    "waist_yaw_joint", "waist_roll_joint", "waist_pitch_joint",
+    *(f"{side}_{j}_joint" for side in ("left", "right") for j in _ARM),
+)  # fmt: skip
+
+
+def test_holosoma_layout_and_pins():
+    """holosoma sorts the actor terms by name before concatenating, in training
+    (managers/observation/manager.py:138-142) and in inference (policies/base.py:126, 506); sizes
+    config_values/observation.py:117-126 (inference), noise config_values/wbt/g1/observation.py:10-39 (trainer);
+    default pose inference robot.py:34-40 and action scale 1.0 task.py:29 (fixed: not read from the ONNX)."""
+    h = get_profile("holosoma")
+    assert h.term_names == ("actions", "base_ang_vel", "dof_pos", "dof_vel", "motion_command", "motion_ref_ori_b")
+    assert list(h.term_names) == sorted(h.term_names)
+    assert [t.size for t in h.terms] == [29, 3, 29, 29, 58, 6] and h.obs_dim == 154
+    assert [t.noise for t in h.terms] == [0.0, 0.2, 0.01, 0.5, 0.0, 0.05]
+    assert sorted(t.quantity for t in h.terms) == sorted(t.quantity for t in get_profile("unitree").terms)
+    robot = load_robot("g1")
+    assert robot.joint_names == HOLOSOMA_DOF_NAMES  # the pinned pose is in our joint order
+    pinned = h.pin(robot)
+    assert pinned.default_joint_pos[[0, 3, 4, 15, 16, 18, 23]].tolist() == [-0.312, 0.669, -0.363, 0.2, 0.2, 0.6, -0.2]
+    assert np.all(pinned.action_scale == 1.0) and pinned.kp is robot.kp
+    assert get_profile("unitree").pin(robot) is robot
 
 
 def _clip(robot, n=6, seed=0):
@@ -77,7 +107,7 @@ def _random_q(robot, rng):
                            + rng.uniform(-0.3, 0.3, robot.num_joints)))  # fmt: skip
 
 
-@pytest.mark.parametrize("name", ["beyondmimic", "beyondmimic_wose", "unitree"])
+@pytest.mark.parametrize("name", ["beyondmimic", "beyondmimic_wose", "unitree", "holosoma"])
 def test_profile_maths_against_mujoco(name):
     """Each term from first principles on MuJoCo's xpos/xmat (the anchor is torso_link)."""
     robot = load_robot("g1")
