@@ -39,6 +39,8 @@ class RobotSpec:
 
     Units: rad, rad/s, N m, N m/rad, N m s/rad, kg m^2, kg. ``mjcf_path`` is the robot file;
     ``scene_path`` adds the floor and lights. ``model_hash`` is the sha256 of the robot file.
+    ``urdf_path``: the same model as URDF (kinematics and inertia; ``robots/urdf.py``), for consumers that
+    build their kinematics from a URDF; None when the robot has none.
     """
 
     name: str
@@ -61,6 +63,7 @@ class RobotSpec:
     key_bodies: tuple[KeyPoint, ...]
     total_mass: float
     extras: dict = field(default_factory=dict)
+    urdf_path: Path | None = None
 
     @property
     def num_joints(self) -> int:
