@@ -183,5 +183,27 @@ def test_unknown_profile_is_one_line_error(tmp_path):
     assert isinstance(r.exception, BcgdError) and "env.obs_profile must be one of" in str(r.exception)
 
 
+def test_holosoma_training_robot_is_pinned_and_recorded():
+    """Training with the holosoma profile runs on its fixed default pose and action scale (training_robot), a
+    different scale is refused, and run.pt records both so the export reads them back."""
+    from bcg_deploy.training.config import training_robot
+
+    robot = training_robot(tiny_cfg("env.obs_profile=holosoma").validate())
+    np.testing.assert_array_equal(robot.default_joint_pos, get_profile("holosoma").default_joint_pos)
+    assert np.all(robot.action_scale == 1.0)
+    assert not np.array_equal(load_robot("g1").default_joint_pos, robot.default_joint_pos)
+    for bad in ("env.action_scale=0.5", "env.action_scale_factor=2.0"):
+        with pytest.raises(BcgdError, match="profile holosoma fixes it"):
+            tiny_cfg("env.obs_profile=holosoma", bad).validate()
+    tiny_cfg("env.obs_profile=holosoma", "env.action_scale=1.0").validate()
+    ck = {"robot": {**robot.identity(), "action_scale": list(robot.action_scale),
+                    "default_joint_pos": list(robot.default_joint_pos)}}  # fmt: skip
+    back = ckpt_io.robot_of_checkpoint(ck, load_robot("g1"))
+    np.testing.assert_array_equal(back.default_joint_pos, robot.default_joint_pos)
+    ckpt_io.check_robot_identity(ck, back)
+    with pytest.raises(BcgdError, match="another default pose"):
+        ckpt_io.check_robot_identity(ck, load_robot("g1").with_action_scale(1.0))
+
+
 def test_tiny_cfg_paper_default():
     assert tiny_cfg().env.obs_profile == "paper"
