@@ -13,7 +13,10 @@
   quantities under holosoma's names, in ALPHABETICAL order, because both its trainer and its inference
   concatenate the terms sorted by name: actions (29), base_ang_vel (3), dof_pos (29), dof_vel (29),
   motion_command (58), motion_ref_ori_b (6; reference body torso_link). Its inference takes the default pose
-  and the action scale from its own config, never from the ONNX, so the profile pins both (below).
+  and the action scale from its own config, never from the ONNX, so the profile pins both (below). Its
+  inference also builds the motion terms from the ONNX outputs of the PREVIOUS call (frame t - 1 at step t,
+  frame 0 at the first step: ``policies/wbt.py:266-269,304-305``) where its trainer uses frame t
+  (``envs/base_task/base_task.py:425-447``: the command steps before the observation): reference_lag 1.
 
 Sources (read at these commits): whole_body_tracking cd65172 ``tasks/tracking/tracking_env_cfg.py``
 lines 113-133 (policy-group terms, order, noise) and ``config/g1/flat_env_cfg.py`` lines 15 (anchor
@@ -160,6 +163,9 @@ class ObsProfile:
     and ignores whatever the exported file says. The actor must then be trained with exactly those (the
     joint_pos_rel term and the action's meaning depend on them), so training, export and sim2sim take them
     from here (``pin``) instead of from the robot.
+
+    ``reference_lag`` (control steps): how many steps late the consumer's runtime hands the reference to the
+    motion terms; the actor is trained on the same (``motion_*`` quantities read frame ``max(t - lag, 0)``).
     """
 
     name: str
@@ -169,6 +175,7 @@ class ObsProfile:
     sources: tuple[str, ...] = field(default=())
     default_joint_pos: tuple[float, ...] | None = None
     action_scale: float | None = None
+    reference_lag: int = 0
 
     @property
     def obs_dim(self) -> int:
@@ -289,6 +296,7 @@ PROFILES["holosoma"] = ObsProfile(
     ),
     default_joint_pos=HOLOSOMA_DEFAULT_JOINT_POS,
     action_scale=HOLOSOMA_ACTION_SCALE,
+    reference_lag=1,
 )
 
 

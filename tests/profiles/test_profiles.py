@@ -77,6 +77,14 @@ def test_holosoma_layout_and_pins():
     assert pinned.default_joint_pos[[0, 3, 4, 15, 16, 18, 23]].tolist() == [-0.312, 0.669, -0.363, 0.2, 0.2, 0.6, -0.2]
     assert np.all(pinned.action_scale == 1.0) and pinned.kp is robot.kp
     assert get_profile("unitree").pin(robot) is robot
+    assert [p.reference_lag for p in PROFILES.values()] == [int(p.name == "holosoma") for p in PROFILES.values()]
+    clip = _clip(robot)
+    mod = ProfileObservation(robot, clip, "holosoma", dtype=torch.float64)
+    q = torch.zeros(1, 36, dtype=torch.float64)
+    q[0, 3] = 1.0
+    cmd = lambda step: mod(q, torch.zeros(1, 35), torch.tensor([step]), torch.zeros(1, 29))[0, 90:119]  # noqa: E731
+    np.testing.assert_array_equal(cmd(0).numpy(), clip["joint_pos"][0])  # frame 0 at the first step, as holosoma
+    np.testing.assert_array_equal(cmd(4).numpy(), clip["joint_pos"][3])
 
 
 def _clip(robot, n=6, seed=0):
@@ -119,8 +127,9 @@ def test_profile_maths_against_mujoco(name):
     q = _random_q(robot, rng)
     qd = rng.normal(size=m.nv)
     act = rng.uniform(-1, 1, robot.num_joints)
-    t = 3
-    obs = mod(torch.as_tensor(q)[None], torch.as_tensor(qd)[None], torch.tensor([t]), torch.as_tensor(act)[None])
+    step = 3
+    obs = mod(torch.as_tensor(q)[None], torch.as_tensor(qd)[None], torch.tensor([step]), torch.as_tensor(act)[None])
+    t = step - get_profile(name).reference_lag  # the frame the consumer hands the motion terms at this step
     d.qpos[:] = q
     mujoco.mj_kinematics(m, d)
     torso = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "torso_link")
