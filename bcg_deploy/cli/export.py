@@ -27,7 +27,8 @@ def export_cmd(
         None,
         "--profile",
         help="Consumer: paper (bcgd raw-state ONNX), beyondmimic, beyondmimic_wose (motion_tracking_controller), "
-        "unitree (unitree_rl_mjlab: also params/deploy.yaml + motion NPZ). Default: the checkpoint's profile.",
+        "unitree (unitree_rl_mjlab and unitree_rl_lab: also params/deploy.yaml, motion NPZ and CSV, FSM entry), "
+        "holosoma (its whole-body-tracking inference). Default: the checkpoint's profile.",
     ),
     deploy_yaml: bool = typer.Option(
         False, "--deploy-yaml", help="Require the unitree side files (params/deploy.yaml beside -o's exported/)."

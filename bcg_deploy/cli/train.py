@@ -326,7 +326,10 @@ def train_cmd(
         show_default="off",
     ),
     obs: str | None = typer.Option(
-        None, "--obs", help="Actor observation profile: paper (default), beyondmimic, beyondmimic_wose, unitree."
+        None,
+        "--obs",
+        help="Actor observation profile: paper (default), beyondmimic, beyondmimic_wose, unitree, holosoma (also "
+        "its fixed default pose and action scale 1.0).",
     ),
     nproc: int | None = typer.Option(
         None,
