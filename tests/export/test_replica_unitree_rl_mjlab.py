@@ -1,8 +1,8 @@
 """Replica of Unitree's C++ deploy, unitreerobotics/unitree_rl_mjlab (commit 5b7e396), G1 ``State_Mimic``,
 loading and driving our ``--profile unitree`` export; the default export must fail it.
 
-(unitreerobotics/unitree_rl_lab's snapshot, commit e72a072, has no Mimic deploy state: only its velocity
-policy, so there is nothing of it to replicate for tracking.)
+(unitreerobotics/unitree_rl_lab's g1_29dof Mimic state, 4711dee, reads the same policy folder with a CSV
+motion: ``test_replica_unitree_rl_lab.py``.)
 
 What the replica requires, and where the deploy requires it (paths under ``deploy/``):
 
