@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -55,6 +56,7 @@ from bcg_deploy.training.checkpoint import load_checkpoint, robot_of_checkpoint
 from bcg_deploy.training.networks import Actor
 from bcg_deploy.training.normalizer import RunningNormalizer
 from bcg_deploy.training.profile_obs import ProfileObservation
+from tests.conftest import REPO
 
 _LEG = ("hip_pitch", "hip_roll", "hip_yaw", "knee", "ankle_pitch", "ankle_roll")
 _ARM = ("shoulder_pitch", "shoulder_roll", "shoulder_yaw", "elbow", "wrist_roll", "wrist_pitch", "wrist_yaw")
@@ -264,6 +266,26 @@ def test_robot_urdf_kinematics_equal_our_model(tiny_holosoma):
         mujoco.mj_kinematics(m, d)
         np.testing.assert_allclose(_mat(rep.robot.ref_body_quat(np.concatenate((q, np.zeros(35))))),
                                    d.xmat[torso].reshape(3, 3), atol=1e-12)  # fmt: skip
+
+
+HOLOSOMA_MIRROR = REPO.parent / ".mirror" / "amazon-far+holosoma" / "repo"
+RELEASED = "src/holosoma_inference/holosoma_inference/models/wbt/fastsac_g1_29dof_dancing.onnx"
+
+
+def test_replica_accepts_holosomas_own_released_policy(tmp_path):
+    """Positive control: the replica loads holosoma's released G1 dancing policy (its metadata, its URDF) and
+    steps it (skipped where the read-only mirror of holosoma is absent)."""
+    got = subprocess.run(["git", "-C", str(HOLOSOMA_MIRROR), "show", f"HEAD:{RELEASED}"], capture_output=True)
+    if got.returncode != 0 or not got.stdout:
+        pytest.skip(f"holosoma mirror {HOLOSOMA_MIRROR} absent")
+    (tmp_path / "dance.onnx").write_bytes(got.stdout)
+    rep = WbtReplica(tmp_path / "dance.onnx")
+    assert rep.metadata["dof_names"] == DOF_NAMES and "ref_pos_xyz" in [o.name for o in rep.sess.get_outputs()]
+    state = np.zeros(7 + 29 + 6 + 29)
+    state[2], state[3], state[7:36] = 0.76, 1.0, rep.motion_command[0, :29]
+    rep.start(state)
+    obs, target = rep.step(state)
+    assert obs.shape == (154,) and np.all(np.isfinite(target))
 
 
 def test_negative_controls(tiny_unitree, tiny_holosoma, tmp_path):
