@@ -1,7 +1,8 @@
-"""Author our G1 MJCF from the physical facts file.
+"""Author our G1 MJCF (and the same model as URDF) from the physical facts file.
 
-Run once when the facts change; the output (``bcg_deploy/robots/assets/g1.xml``) is committed and
-shipped inside the package. Usage::
+Run once when the facts change; the output (``bcg_deploy/robots/assets/g1.xml``, ``g1.urdf``) is committed
+and shipped inside the package. The URDF comes from ``bcg_deploy.robots.urdf.author_urdf`` (its
+conventions are in that module). Usage::
 
     python tools/author_g1_mjcf.py ../shared/reference/g1_29dof.json
 
@@ -18,6 +19,8 @@ import json
 import math
 import re
 from pathlib import Path
+
+from bcg_deploy.robots.urdf import author_urdf
 
 OUT_DIR = Path(__file__).resolve().parents[1] / "bcg_deploy" / "robots" / "assets"
 NATURAL_FREQ_HZ = 10.0
@@ -175,7 +178,8 @@ def main() -> None:
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     (OUT_DIR / "g1.xml").write_text(author_robot(facts))
     (OUT_DIR / "scene.xml").write_text(SCENE)
-    print(f"wrote {OUT_DIR / 'g1.xml'} and {OUT_DIR / 'scene.xml'}")
+    (OUT_DIR / "g1.urdf").write_text(author_urdf(facts))
+    print(f"wrote {OUT_DIR / 'g1.xml'}, {OUT_DIR / 'scene.xml'} and {OUT_DIR / 'g1.urdf'}")
 
 
 if __name__ == "__main__":

@@ -24,9 +24,9 @@ def export_cmd(
     output: Path = typer.Option(Path("policy.onnx"), "--output", "-o", help="Destination .onnx file."),
     inputs: str | None = option(None, "--inputs", "Paper profile: raw (robot state) or obs (849 values).", "raw"),
     profile: str | None = option(
-        None, "--profile", "paper, beyondmimic, beyondmimic_wose or unitree.", "the checkpoint's"
+        None, "--profile", "paper, beyondmimic, beyondmimic_wose, unitree or holosoma.", "the checkpoint's"
     ),
-    deploy_yaml: bool = option(False, "--deploy-yaml", "Require unitree's params/deploy.yaml beside exported/."),
+    deploy_yaml: bool = option(False, "--deploy-yaml", "Require unitree's side files beside exported/."),
     parity_samples: int = option(1000, "--parity-samples", "Minimum number of parity inputs."),
     json_path: Path | None = JSON_OPTION,
 ) -> None:

@@ -39,7 +39,7 @@ def train_cmd(
     device: str | None = option(None, "--device", "cpu or cuda[:N].", "cpu"),
     kappa: float | None = option(None, "--kappa", "Contact stiffness (1/m).", "300"),
     seed: int | None = option(None, "--seed", "Random seed.", "0"),
-    obs: str | None = option(None, "--obs", "Actor observation: paper, beyondmimic[_wose], unitree.", "paper"),
+    obs: str | None = option(None, "--obs", "Actor: paper, beyondmimic[_wose], unitree, holosoma.", "paper"),
     algo: str = option("shac", "--algo", "shac, or ppo (rsl_rl, forward only; needs the \\[ppo] extra)."),
     overrides: list[str] = option([], "--set", "A config field: shac.actor_lr=1e-3.", metavar="KEY=VALUE"),
     deterministic: bool = option(False, "--deterministic", "Deterministic kernels (slower)."),

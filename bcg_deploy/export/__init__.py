@@ -2,16 +2,20 @@
 
 Library: ``export_policy(ExportConfig(checkpoint, output, inputs=None|"raw"|"obs", profile=None|NAME))
 -> ExportResult`` and ``inspect_policy(path, checkpoint=None) -> dict``.
-CLI: ``bcgd export run.pt -o policy.onnx [--profile paper|beyondmimic|beyondmimic_wose|unitree]
+CLI: ``bcgd export run.pt -o policy.onnx [--profile paper|beyondmimic|beyondmimic_wose|unitree|holosoma]
 [--inputs obs]`` and ``bcgd inspect policy.onnx [--checkpoint run.pt] [--json]``.
 
 Profiles (``bcg_deploy.profiles``; default: the one the checkpoint's actor was trained on; a profile
 whose terms the actor was not trained on is a one-line error):
 - ``paper``: the contract below (bcgd's own raw-state signature; sim2sim's default input).
 - ``beyondmimic``, ``beyondmimic_wose``, ``unitree``: what BeyondMimic's motion_tracking_controller and
-  unitree_rl_mjlab's Mimic state bind (static ``obs`` signature, opset 11, their metadata, the
-  unitree side files); see ``export/deploy.py``. holosoma is not offered: it builds its own fixed
-  observation and joint targets from its own config, which no bcgd policy is trained on.
+  the Mimic states of unitree_rl_mjlab and unitree_rl_lab bind (static ``obs`` signature, opset 11, their
+  metadata, the unitree side files: deploy.yaml, motion NPZ, motion CSV and FSM entry); see
+  ``export/deploy.py`` and ``export/unitree_rl_lab.py``.
+- ``holosoma``: what holosoma's whole-body-tracking inference binds (``obs`` + ``time_step`` -> ``actions``,
+  ``joint_pos``, ``joint_vel``, ``ref_pos_xyz``, ``ref_quat_xyzw``; JSON-only metadata with ``robot_urdf``,
+  ``kp``, ``kd``, ``dof_names``); its default pose and action scale come from its own config, so the actor
+  must have been trained with ``--obs holosoma``, which pins them; see ``export/holosoma.py``.
 
 THE CONTRACT OF THE PAPER PROFILE (sim2sim and other consumers read only this)
 

@@ -51,7 +51,8 @@ class Consumer:
     stack: str
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
-    side_files: bool  # deploy.yaml + motion NPZ (unitree layout)
+    side_files: bool  # deploy.yaml + motion NPZ + motion CSV and FSM entry (unitree layout)
+    opset: int = DEPLOY_OPSET
 
 
 _BM_OUT = ("actions",) + REF_KEYS
@@ -104,6 +105,13 @@ def build_deploy_policy(ckpt: dict, robot: RobotSpec, profile: ObsProfile) -> tu
     """The exported module of a deployable profile and the training observation module of its checkpoint."""
     check_profile(ckpt, profile)
     obs_module = ProfileObservation(robot, ckpt["motion_arrays"], profile, dtype=torch.float64)
+    norm, actor = load_actor(ckpt, robot, profile)
+    ref = obs_module if "time_step" in CONSUMERS[profile.name].inputs else None
+    return DeployPolicy(norm, actor, ref).eval(), obs_module
+
+
+def load_actor(ckpt: dict, robot: RobotSpec, profile: ObsProfile) -> tuple[FoldedNormalizer, Actor]:
+    """The checkpoint's folded observation normaliser and float32 actor, checked against the profile's sizes."""
     try:
         actor = Actor.from_state_dict(ckpt["actor"]).float().eval()
         f = RunningNormalizer.from_state_dict(ckpt["obs_normalizer"]).folded()
@@ -114,16 +122,14 @@ def build_deploy_policy(ckpt: dict, robot: RobotSpec, profile: ObsProfile) -> tu
             f"checkpoint actor is {actor.obs_dim}->{actor.act_dim}; profile {profile.name} needs "
             f"{profile.obs_dim}->{robot.num_joints}"
         )
-    norm = FoldedNormalizer(f["mean"], f["std"], float(f["clip"]))
-    ref = obs_module if "time_step" in CONSUMERS[profile.name].inputs else None
-    return DeployPolicy(norm, actor, ref).eval(), obs_module
+    return FoldedNormalizer(f["mean"], f["std"], float(f["clip"])), actor
 
 
 def trace_static(module: nn.Module, consumer: Consumer, obs_dim: int) -> onnx.ModelProto:
-    """Trace ``module`` with static [1, ...] shapes at opset 11 (what the C++ runners bind)."""
+    """Trace ``module`` with static [1, ...] shapes at the consumer's opset (11 for the C++ runners)."""
     args: tuple = (torch.zeros(1, obs_dim),) + ((torch.zeros(1, 1),) if "time_step" in consumer.inputs else ())
     names_in, names_out = list(consumer.inputs), list(consumer.outputs)
-    return trace_module(module, args, names_in, names_out, opset=DEPLOY_OPSET, dynamic_batch=False)
+    return trace_module(module, args, names_in, names_out, opset=consumer.opset, dynamic_batch=False)
 
 
 def parity_feeds(

@@ -14,7 +14,9 @@ import torch
 
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.export import deploy as dep
+from bcg_deploy.export import holosoma as holo
 from bcg_deploy.export import parity as par
+from bcg_deploy.export import unitree_rl_lab as url
 from bcg_deploy.export.graph import (
     Signature,
     build_policy,
@@ -48,8 +50,9 @@ class ExportConfig:
     which no deploy stack builds). A deployable profile always has the ``obs`` signature."""
     profile: str | None = None
     """The consumer: ``paper`` (bcgd's raw-state ONNX), ``beyondmimic``, ``beyondmimic_wose`` (BeyondMimic's
-    motion_tracking_controller) or ``unitree`` (unitree_rl_mjlab's Mimic state, with params/deploy.yaml and the
-    motion NPZ). Default: the profile the checkpoint's actor was trained on."""
+    motion_tracking_controller), ``unitree`` (the Mimic states of unitree_rl_mjlab and unitree_rl_lab, with
+    params/deploy.yaml, the motion NPZ, the motion CSV and the FSM entry) or ``holosoma`` (its whole-body-tracking
+    inference). Default: the profile the checkpoint's actor was trained on."""
     parity_samples: int = 1000
     """Minimum number of parity inputs (clip frames + noisy states + MuJoCo rollout)."""
     rollout_steps: int = 100
@@ -70,7 +73,7 @@ class ExportResult:
     size_bytes: int
     num_nodes: int
     side_files: dict[str, Path] = field(default_factory=dict)
-    """Files written beside the ONNX for the consumer (unitree: deploy_yaml, motion_npz)."""
+    """Files written beside the ONNX for the consumer (unitree: deploy_yaml, motion_npz, motion_csv, fsm_config)."""
     sources: dict[str, int] = field(default_factory=dict)
     obs_dtype: str = "float32"
     """Precision of the observation inside the graph (raw signature: float32, or float64 when float32
@@ -279,9 +282,13 @@ def export_policy(cfg: ExportConfig) -> ExportResult:
 
 
 def _export_deploy(cfg: ExportConfig, ckpt: dict, robot: RobotSpec, profile, out: Path) -> ExportResult:
-    """A deployable profile's export (``export/deploy.py``): static obs signature, opset 11, side files."""
-    consumer = dep.CONSUMERS[profile.name]
-    module, obs_module = dep.build_deploy_policy(ckpt, robot, profile)
+    """A deployable profile's export (``export/deploy.py``, ``export/holosoma.py``): static obs signature, the
+    consumer's opset, side files."""
+    if profile.name == holo.PROFILE:
+        consumer, build, describe = holo.CONSUMER, holo.build_policy, holo.metadata
+    else:
+        consumer, build, describe = dep.CONSUMERS[profile.name], dep.build_deploy_policy, dep.deploy_metadata
+    module, obs_module = build(ckpt, robot, profile)
     rng = np.random.default_rng(cfg.seed)
     clip = par.clip_states(ckpt["motion_arrays"])
     states = par.concat(clip, par.noisy_states(clip, max(cfg.parity_samples - len(clip), len(clip)), rng))
@@ -300,7 +307,7 @@ def _export_deploy(cfg: ExportConfig, ckpt: dict, robot: RobotSpec, profile, out
             f"parity check failed: onnxruntime differs from torch by {parity['max_abs_err']:.3g} "
             f"(output {worst[0]}) > {cfg.parity_tol:g} on {parity['num_inputs']} inputs; {out} not written"
         )
-    meta = dep.deploy_metadata(ckpt, robot, profile, parity, dep.DEPLOY_OPSET, str(Path(cfg.checkpoint).resolve()))
+    meta = describe(ckpt, robot, profile, parity, consumer.opset, str(Path(cfg.checkpoint).resolve()))
     for k, v in meta.items():
         model.metadata_props.add(key=k, value=v)
     model.doc_string = f"bcg-deploy policy ({profile.name} profile, {consumer.stack}) for {robot.name}"
@@ -314,6 +321,10 @@ def _export_deploy(cfg: ExportConfig, ckpt: dict, robot: RobotSpec, profile, out
         control_dt = timing(ckpt["config"], float(ckpt["motion_arrays"]["fps"]))["control_dt"]
         atomic_write_bytes(side["deploy_yaml"], dep.unitree_deploy_yaml(robot, profile, control_dt).encode())
         atomic_write_bytes(side["motion_npz"], dep.motion_npz(ckpt))
+        root, name = side["deploy_yaml"].parent.parent, str(ckpt["motion"].get("name") or "motion")
+        for path, blob in url.side_files(root, name, ckpt["motion_arrays"]).items():  # unitree_rl_lab's Mimic
+            atomic_write_bytes(path, blob)
+        side |= url.side_file_paths(root, name)
     return ExportResult(
         path=out,
         signature="obs",

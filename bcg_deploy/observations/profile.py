@@ -4,7 +4,8 @@
 ``terms``, ``spec()``, ``noise_vector``, ``kinematics``, ``reference_frame``, the ``ref_*`` clip buffers) and
 adds the previous action: ``forward(q, qd, time_step, last_action) -> obs [B, obs_dim]``. The signals come
 from this module's torch forward kinematics of ``q`` (pelvis and anchor body poses) and the clip at the
-CURRENT frame ``time_step`` (clamped), with the reference in the training world (the robot starts on the
+CURRENT frame ``time_step`` (clamped; ``max(time_step - lag, 0)`` for a profile whose consumer hands the reference
+``reference_lag`` steps late), with the reference in the training world (the robot starts on the
 clip, as in whole_body_tracking's training); the maths is ``profiles.terms.compute``, the same function
 sim2sim evaluates on MuJoCo's state.
 """
@@ -59,8 +60,8 @@ class ProfileObservation(nn.Module):
     def spec(self) -> list[dict[str, Any]]:
         return self.profile.spec()
 
-    def _index(self, time_step: torch.Tensor) -> torch.Tensor:
-        return time_step.reshape(-1).to(torch.long).clamp(0, self.num_frames - 1)
+    def _index(self, time_step: torch.Tensor, lag: int = 0) -> torch.Tensor:
+        return (time_step.reshape(-1).to(torch.long) - lag).clamp(0, self.num_frames - 1)
 
     def forward(
         self,
@@ -73,7 +74,7 @@ class ProfileObservation(nn.Module):
         """Observation [B, obs_dim] (noise-free) of the state (q, qd) at reference frame ``time_step``;
         ``transforms``: the world body transforms of ``q`` [B, NB, 4, 4] if the caller has them."""
         a = self.kinematics.transforms(q) if transforms is None else transforms  # [B, NB, 4, 4] world
-        idx = self._index(time_step)
+        idx = self._index(time_step, self.profile.reference_lag)
         signals = {
             "base_mat_w": a[:, 0, :3, :3],
             "base_lin_vel_w": qd[:, 0:3],

@@ -8,11 +8,31 @@
   (``G1FlatWoStateEstimationEnvCfg``): the above without motion_anchor_pos_b and base_lin_vel.
 - ``unitree`` (154): unitree_rl_mjlab's G1 ``State_Mimic`` (deploy.yaml observations): motion_command (58),
   motion_anchor_ori_b (6), base_ang_vel (3), joint_pos_rel (29), joint_vel_rel (29), last_action (29).
+  unitree_rl_lab's g1_29dof ``State_Mimic`` builds the same terms (its ``State_Mimic.cpp``, commit 4711dee).
+- ``holosoma`` (154): holosoma's whole-body-tracking inference (``WholeBodyTrackingPolicy``): the same six
+  quantities under holosoma's names, in ALPHABETICAL order, because both its trainer and its inference
+  concatenate the terms sorted by name: actions (29), base_ang_vel (3), dof_pos (29), dof_vel (29),
+  motion_command (58), motion_ref_ori_b (6; reference body torso_link). Its inference takes the default pose
+  and the action scale from its own config, never from the ONNX, so the profile pins both (below). Its
+  inference also builds the motion terms from the ONNX outputs of the PREVIOUS call (frame t - 1 at step t,
+  frame 0 at the first step: ``policies/wbt.py:266-269,304-305``) where its trainer uses frame t
+  (``envs/base_task/base_task.py:425-447``: the command steps before the observation): reference_lag 1.
 
 Sources (read at these commits): whole_body_tracking cd65172 ``tasks/tracking/tracking_env_cfg.py``
 lines 113-133 (policy-group terms, order, noise) and ``config/g1/flat_env_cfg.py`` lines 15 (anchor
 torso_link) and 35-39 (no-state-estimation variant); unitree_rl_mjlab 5b7e396
-``deploy/robots/g1/config/policy/mimic/dance1_subject2/params/deploy.yaml`` lines 17-53.
+``deploy/robots/g1/config/policy/mimic/dance1_subject2/params/deploy.yaml`` lines 17-53; holosoma fc600e7
+(paths under ``src/``): ``holosoma/holosoma/managers/observation/manager.py:138-142`` (training concatenates
+sorted), ``holosoma_inference/holosoma_inference/policies/base.py:125-136,498-527`` (inference sorts too),
+``holosoma/holosoma/config_values/wbt/g1/observation.py:5-41`` (actor terms, noise, scale 1.0),
+``holosoma_inference/.../config/config_values/observation.py:106-142`` (sizes),
+``holosoma_inference/.../policies/wbt.py:262-293`` (what each term is on board), the default pose
+``holosoma_inference/.../config/config_values/robot.py:34-40`` (= the trainer's
+``holosoma/holosoma/config_values/robot.py:346-376``) and the action scale 1.0
+``holosoma_inference/.../config/config_values/task.py:29`` (= the trainer's
+``holosoma/holosoma/config_values/wbt/g1/experiment.py:51``), applied as
+``q_target = default_dof_angles + policy_action_scale * actions`` (``policies/base.py:596``,
+``policies/wbt.py:307-312``).
 
 Every deployable term is a *quantity* of ``terms.py`` (several consumers' names map onto one): the
 robot's torso ("anchor") frame for the motion terms, the pelvis (IMU) frame for the velocities, joint
@@ -27,6 +47,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.robots import RobotSpec
 
 FUTURE_STEPS = (1, 2, 3)
 DEFAULT_PROFILE = "paper"
@@ -135,13 +156,26 @@ def _term(name: str, quantity: str, noise: float) -> ObsTerm:
 
 @dataclass(frozen=True)
 class ObsProfile:
-    """One actor observation: ``terms`` in layout order, the consumer it is for, its anchor body."""
+    """One actor observation: ``terms`` in layout order, the consumer it is for, its anchor body.
+
+    ``default_joint_pos`` (rad, joint order) and ``action_scale`` (rad per unit action, every joint): set when
+    the consumer's runtime computes ``q_target = default + scale * action`` from constants of its own config
+    and ignores whatever the exported file says. The actor must then be trained with exactly those (the
+    joint_pos_rel term and the action's meaning depend on them), so training, export and sim2sim take them
+    from here (``pin``) instead of from the robot.
+
+    ``reference_lag`` (control steps): how many steps late the consumer's runtime hands the reference to the
+    motion terms; the actor is trained on the same (``motion_*`` quantities read frame ``max(t - lag, 0)``).
+    """
 
     name: str
     consumer: str
     terms: tuple[ObsTerm, ...]
     anchor_body: str | None = None
     sources: tuple[str, ...] = field(default=())
+    default_joint_pos: tuple[float, ...] | None = None
+    action_scale: float | None = None
+    reference_lag: int = 0
 
     @property
     def obs_dim(self) -> int:
@@ -162,6 +196,22 @@ class ObsProfile:
     def spec(self) -> list[dict[str, Any]]:
         """JSON-able term list with offsets (what run.pt and the ONNX metadata store)."""
         return term_spec(self.terms)
+
+    @property
+    def pins(self) -> bool:
+        """Whether the consumer fixes the default pose or the action scale (see the class docstring)."""
+        return self.default_joint_pos is not None or self.action_scale is not None
+
+    def pin(self, robot: RobotSpec) -> RobotSpec:
+        """``robot`` with this profile's fixed default pose and action scale (unchanged where not fixed)."""
+        if self.default_joint_pos is not None:
+            if len(self.default_joint_pos) != robot.num_joints:
+                raise BcgdError(
+                    f"profile {self.name} fixes a {len(self.default_joint_pos)}-joint default pose; robot "
+                    f"{robot.name} has {robot.num_joints} joints"
+                )
+            robot = robot.with_default_pose(self.default_joint_pos)
+        return robot.with_action_scale(self.action_scale)
 
 
 _WBT = "HybridRobotics/whole_body_tracking source/whole_body_tracking/whole_body_tracking/tasks/tracking/"
@@ -209,6 +259,45 @@ PROFILES: dict[str, ObsProfile] = {
         ),
     ),
 }
+
+
+_HOLO = "amazon-far/holosoma src/"
+_HOLO_INF = _HOLO + "holosoma_inference/holosoma_inference/"
+# holosoma's G1 default_dof_angles (rad), in its dof_names order, which is RobotSpec.joint_names's (the G1 SDK
+# motor order): legs (hip pitch, roll, yaw, knee, ankle pitch, roll) left then right, waist (yaw, roll,
+# pitch), arms (shoulder pitch, roll, yaw, elbow, wrist roll, pitch, yaw) left then right.
+HOLOSOMA_DEFAULT_JOINT_POS = (
+    -0.312, 0.0, 0.0, 0.669, -0.363, 0.0,
+    -0.312, 0.0, 0.0, 0.669, -0.363, 0.0,
+    0.0, 0.0, 0.0,
+    0.2, 0.2, 0.0, 0.6, 0.0, 0.0, 0.0,
+    0.2, -0.2, 0.0, 0.6, 0.0, 0.0, 0.0,
+)  # fmt: skip
+HOLOSOMA_ACTION_SCALE = 1.0
+PROFILES["holosoma"] = ObsProfile(
+    "holosoma",
+    "amazon-far/holosoma (whole-body-tracking inference, WholeBodyTrackingPolicy)",
+    (
+        _term("actions", "last_action", 0.0),
+        _term("base_ang_vel", "base_ang_vel_b", 0.2),
+        _term("dof_pos", "joint_pos_rel", 0.01),
+        _term("dof_vel", "joint_vel_rel", 0.5),
+        _term("motion_command", "motion_command", 0.0),
+        _term("motion_ref_ori_b", "motion_anchor_ori_b", 0.05),
+    ),
+    ANCHOR_BODY,
+    (
+        _HOLO + "holosoma/holosoma/managers/observation/manager.py:138-142",
+        _HOLO + "holosoma/holosoma/config_values/wbt/g1/observation.py:5-41",
+        _HOLO_INF + "policies/base.py:125-136",
+        _HOLO_INF + "policies/wbt.py:262-293",
+        _HOLO_INF + "config/config_values/robot.py:34-40",
+        _HOLO_INF + "config/config_values/task.py:29",
+    ),
+    default_joint_pos=HOLOSOMA_DEFAULT_JOINT_POS,
+    action_scale=HOLOSOMA_ACTION_SCALE,
+    reference_lag=1,
+)
 
 
 def get_profile(name: str) -> ObsProfile:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from bcg_deploy.robots.spec import KeyPoint, RobotSpec, spec_from_mjcf
@@ -9,6 +10,7 @@ from bcg_deploy.robots.spec import KeyPoint, RobotSpec, spec_from_mjcf
 ASSETS = Path(__file__).resolve().parent / "assets"
 G1_MJCF = ASSETS / "g1.xml"
 G1_SCENE = ASSETS / "scene.xml"
+G1_URDF = ASSETS / "g1.urdf"  # the same model as g1.xml, authored from the same facts (robots/urdf.py)
 FOOT_BODIES = ("left_ankle_roll_link", "right_ankle_roll_link")
 # METHOD.md section 5: both ankle_roll_links, head (a point on the torso), both wrist_yaw_links.
 KEY_BODIES = (
@@ -22,4 +24,5 @@ ACTION_SCALE_FRACTION = 0.25
 
 
 def g1_spec() -> RobotSpec:
-    return spec_from_mjcf("g1", G1_MJCF, G1_SCENE, FOOT_BODIES, KEY_BODIES, ACTION_SCALE_FRACTION)
+    spec = spec_from_mjcf("g1", G1_MJCF, G1_SCENE, FOOT_BODIES, KEY_BODIES, ACTION_SCALE_FRACTION)
+    return replace(spec, urdf_path=G1_URDF)

@@ -40,6 +40,8 @@ class RobotSpec:
 
     Units: rad, rad/s, N m, N m/rad, N m s/rad, kg m^2, kg. ``mjcf_path`` is the robot file;
     ``scene_path`` adds the floor and lights. ``model_hash`` is the sha256 of the robot file.
+    ``urdf_path``: the same model as URDF (kinematics and inertia; ``robots/urdf.py``), for consumers that
+    build their kinematics from a URDF; None when the robot has none.
     """
 
     name: str
@@ -62,6 +64,7 @@ class RobotSpec:
     key_bodies: tuple[KeyPoint, ...]
     total_mass: float
     extras: dict = field(default_factory=dict)
+    urdf_path: Path | None = None
 
     @property
     def num_joints(self) -> int:
@@ -80,6 +83,13 @@ class RobotSpec:
         if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
             raise ValueError(f"action scale must be positive and finite, got {scale}")
         return replace(self, action_scale=arr)
+
+    def with_default_pose(self, pose: np.ndarray | tuple[float, ...]) -> RobotSpec:
+        """This robot with ``pose`` (rad, ``joint_names`` order) as the default pose the actions are added to."""
+        arr = np.asarray(pose, dtype=np.float64).reshape(-1).copy()
+        if arr.shape != (self.num_joints,) or not np.all(np.isfinite(arr)):
+            raise ValueError(f"default pose must be {self.num_joints} finite angles, got {np.size(pose)} values")
+        return replace(self, default_joint_pos=arr)
 
     def identity(self) -> dict:
         """What a checkpoint or ONNX records to name this robot: name and model hash."""

@@ -23,8 +23,9 @@ Schema (``format_version`` 1; tensors are CPU tensors, everything else plain Pyt
 
     format           "bcg-deploy/run"
     format_version   1
-    robot            {"name": str, "model_hash": sha256 of the robot MJCF, "action_scale": [29] rad (the one the
-                      policy was trained with; absent in older files, which used the packaged robot's)}
+    robot            {"name": str, "model_hash": sha256 of the robot MJCF, "action_scale": [29] rad and
+                      "default_joint_pos": [29] rad (the ones the policy was trained with: the actions are
+                      added to that pose; absent in older files, which used the packaged robot's)}
     motion           Motion.identity(): {"name", "kind", "file", "sha256", "start_s", ...} + "fps", "num_frames"
     motion_arrays    {root_pos [T,3], root_quat [T,4] wxyz, joint_pos [T,29], joint_vel [T,29],
                       root_lin_vel [T,3] world, root_ang_vel [T,3] world, body_pos_w [T,30,3],
@@ -200,7 +201,11 @@ def build_checkpoint(
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "robot": {**robot.identity(), "action_scale": [float(x) for x in robot.action_scale]},
+        "robot": {
+            **robot.identity(),
+            "action_scale": [float(x) for x in robot.action_scale],
+            "default_joint_pos": [float(x) for x in robot.default_joint_pos],
+        },
         "motion": plain({**motion.identity(), "fps": float(motion.fps), "num_frames": motion.num_frames}),
         "motion_arrays": arrays,
         "observation": plain(spec),
@@ -293,7 +298,7 @@ def _not_torch(path: Path) -> str:
 
 def check_robot_identity(ckpt: Mapping[str, Any], robot: RobotSpec, path: str | os.PathLike = "checkpoint") -> None:
     """One-line ``BcgdError`` unless the checkpoint's robot name, model hash and (when recorded) action
-    scale are ``robot``'s."""
+    scale and default pose are ``robot``'s."""
     want = robot.identity()
     got = ckpt["robot"]
     if got.get("name") != want["name"] or got.get("model_hash") != want["model_hash"]:
@@ -308,20 +313,37 @@ def check_robot_identity(ckpt: Mapping[str, Any], robot: RobotSpec, path: str | 
                 f"checkpoint {path} was trained with action scale {_scale_text(scale)} rad, not this run's "
                 f"{_scale_text(robot.action_scale)} rad (env.action_scale)"
             )
+    if "default_joint_pos" in got:
+        pose = np.asarray(got["default_joint_pos"], dtype=np.float64)
+        if pose.shape != robot.default_joint_pos.shape or not np.allclose(pose, robot.default_joint_pos, atol=1e-12):
+            raise BcgdError(
+                f"checkpoint {path} was trained with another default pose than this run's (the observation "
+                "profile's fixed pose, or the robot's own)"
+            )
 
 
 def robot_of_checkpoint(ckpt: Mapping[str, Any], robot: RobotSpec) -> RobotSpec:
-    """``robot`` (the packaged spec the checkpoint names) with the action scale the checkpoint records."""
+    """``robot`` (the packaged spec the checkpoint names) with the action scale and default pose the
+    checkpoint records."""
     scale = ckpt["robot"].get("action_scale")
-    if scale is None:
-        return robot
-    try:
-        return robot.with_action_scale(np.asarray(scale, dtype=np.float64).reshape(robot.num_joints))
-    except ValueError:  # wrong length, or not positive and finite
-        raise BcgdError(
-            f"checkpoint robot.action_scale: expected {robot.num_joints} positive finite values (rad), "
-            f"got {np.size(scale)} values"
-        ) from None
+    pose = ckpt["robot"].get("default_joint_pos")
+    if scale is not None:
+        try:
+            robot = robot.with_action_scale(np.asarray(scale, dtype=np.float64).reshape(robot.num_joints))
+        except ValueError:  # wrong length, or not positive and finite
+            raise BcgdError(
+                f"checkpoint robot.action_scale: expected {robot.num_joints} positive finite values (rad), "
+                f"got {np.size(scale)} values"
+            ) from None
+    if pose is not None:
+        try:
+            robot = robot.with_default_pose(pose)
+        except ValueError:
+            raise BcgdError(
+                f"checkpoint robot.default_joint_pos: expected {robot.num_joints} finite angles (rad), "
+                f"got {np.size(pose)} values"
+            ) from None
+    return robot
 
 
 def _scale_text(scale: np.ndarray) -> str:

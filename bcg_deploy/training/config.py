@@ -403,6 +403,16 @@ class TrainConfig:
             (self.motion.duration_s > 0, "motion.duration_s must be > 0"),
             (self.motion.csv is not None or self.motion.task in TASKS, f"motion.task must be one of {TASKS}"),
             (self.env.obs_profile in PROFILES, f"env.obs_profile must be one of {', '.join(PROFILES)}"),
+            (
+                self.env.obs_profile not in PROFILES
+                or PROFILES[self.env.obs_profile].action_scale is None
+                or (
+                    self.env.action_scale in (None, PROFILES[self.env.obs_profile].action_scale)
+                    and self.env.action_scale_factor == 1.0
+                ),
+                f"env.action_scale: profile {self.env.obs_profile} fixes it (its stack applies its own constant, "
+                "not the exported one); leave env.action_scale and env.action_scale_factor unset",
+            ),  # fmt: skip
             (not self.runner.tf32, "runner.tf32 must be false (METHOD.md: the gradient path stays float32)"),
             (self.env.adaptive_bin_s > 0, "env.adaptive_bin_s must be > 0 s"),
             (self.env.adaptive_kernel_bins >= 1, "env.adaptive_kernel_bins must be >= 1"),
@@ -572,8 +582,11 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
 
 def training_robot(cfg: TrainConfig) -> RobotSpec:
     """The robot a run trains: the packaged ``cfg.robot`` with ``env.action_scale`` or
-    ``env.action_scale_factor`` applied (when set)."""
+    ``env.action_scale_factor`` applied (when set), then the default pose and action scale the observation
+    profile fixes (``ObsProfile.pin``: a stack that applies its own constants, e.g. holosoma)."""
     robot = load_robot(cfg.robot)
     if cfg.env.action_scale_factor != 1.0:
-        return robot.with_action_scale(robot.action_scale * cfg.env.action_scale_factor)
-    return robot.with_action_scale(cfg.env.action_scale)
+        robot = robot.with_action_scale(robot.action_scale * cfg.env.action_scale_factor)
+    else:
+        robot = robot.with_action_scale(cfg.env.action_scale)
+    return PROFILES[cfg.env.obs_profile].pin(robot) if cfg.env.obs_profile in PROFILES else robot

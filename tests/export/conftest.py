@@ -148,3 +148,42 @@ def _checkpoint(robot, motion, om, actor, norm, critics, profile: str | None = N
         optimizers={"actor": torch.optim.Adam(actor.parameters())},
         iteration=0,
     )
+
+
+def train_tiny(out: Path, profile: str) -> Path:
+    """``bcgd train dance --obs PROFILE --iterations 2 --envs 8 --horizon 4 --nproc 1`` (the CLI, in process;
+    TensorBoard off) into ``out``; returns run.pt."""
+    from typer.testing import CliRunner
+
+    from bcg_deploy.cli import _register, app
+
+    _register()
+    args = ["train", "dance", "--obs", profile, "--iterations", "2", "--envs", "8", "--horizon", "4", "--nproc", "1",
+            "--out", str(out), "--set", "runner.tensorboard=false"]  # fmt: skip
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    return out / "run.pt"
+
+
+def export_tiny(tmp_path_factory, profile: str):
+    """A tiny trained run of ``profile`` exported with ``--profile`` the same into ``<dir>/exported/policy.onnx``
+    (the unitree layout: ``params/`` beside ``exported/``); returns (run.pt, ExportResult)."""
+    from bcg_deploy.export import ExportConfig, export_policy
+
+    with one_torch_thread():
+        run = train_tiny(tmp_path_factory.mktemp(f"train_{profile}"), profile)
+        path = tmp_path_factory.mktemp(f"tiny_{profile}") / "exported" / "policy.onnx"
+        path.parent.mkdir()
+        return run, export_policy(ExportConfig(checkpoint=run, output=path, profile=profile, parity_samples=300))
+
+
+@pytest.fixture(scope="session")
+def tiny_unitree(tmp_path_factory):
+    """(run.pt, ExportResult) of a tiny ``--obs unitree`` training exported with ``--profile unitree``."""
+    return export_tiny(tmp_path_factory, "unitree")
+
+
+@pytest.fixture(scope="session")
+def tiny_holosoma(tmp_path_factory):
+    """(run.pt, ExportResult) of a tiny ``--obs holosoma`` training exported with ``--profile holosoma``."""
+    return export_tiny(tmp_path_factory, "holosoma")

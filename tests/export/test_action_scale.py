@@ -59,8 +59,8 @@ def test_checkpoint_records_and_checks_the_scale(tmp_path, robot, motion):
     with pytest.raises(BcgdError, match=r"trained with action scale 0.4 on every joint rad, not this run's") as e:
         check_robot_identity(ck, robot, tmp_path / "run.pt")  # e.g. --resume without the run's env.action_scale
     assert "\n" not in str(e.value)
-    old = {**ck, "robot": {k: v for k, v in ck["robot"].items() if k != "action_scale"}}
-    assert robot_of_checkpoint(old, robot) is robot  # files written before the key: the packaged scale
+    old = {**ck, "robot": {k: v for k, v in ck["robot"].items() if k not in ("action_scale", "default_joint_pos")}}
+    assert robot_of_checkpoint(old, robot) is robot  # files written before the keys: the packaged scale and pose
     check_robot_identity(old, robot)
     bad = {**ck, "robot": {**ck["robot"], "action_scale": [0.4] * 28}}
     with pytest.raises(BcgdError, match="expected 29 positive finite values"):

@@ -1,8 +1,8 @@
 """Replica of Unitree's C++ deploy, unitreerobotics/unitree_rl_mjlab (commit 5b7e396), G1 ``State_Mimic``,
 loading and driving our ``--profile unitree`` export; the default export must fail it.
 
-(unitreerobotics/unitree_rl_lab's snapshot, commit e72a072, has no Mimic deploy state: only its velocity
-policy, so there is nothing of it to replicate for tracking.)
+(unitreerobotics/unitree_rl_lab's g1_29dof Mimic state, 4711dee, reads the same policy folder with a CSV
+motion: ``test_replica_unitree_rl_lab.py``.)
 
 What the replica requires, and where the deploy requires it (paths under ``deploy/``):
 
@@ -83,7 +83,7 @@ def _yaw(r: np.ndarray) -> np.ndarray:
 class StateMimicReplica:
     """Loads ``policy_dir`` and a motion file the deploy's way; ``run`` does enter() + the first step."""
 
-    def __init__(self, policy_dir: Path, motion_file: Path) -> None:
+    def __init__(self, policy_dir: Path, motion_file: Path | None) -> None:
         cfg_path, onnx_path = policy_dir / "params" / "deploy.yaml", policy_dir / "exported" / "policy.onnx"
         if not cfg_path.is_file():
             raise DeployError(f"YAML::LoadFile({cfg_path}): bad file")
@@ -118,6 +118,10 @@ class StateMimicReplica:
             self.inputs.append((i.name, size, list(i.shape)))
         out = self.sess.get_outputs()[0]
         self.out_name, self.action_dim = out.name, int(out.shape[1])
+        if motion_file is not None:  # None: the policy folder alone (unitree_rl_lab's Mimic reads a CSV instead)
+            self._load_npz(motion_file)
+
+    def _load_npz(self, motion_file: Path) -> None:
         z = np.load(motion_file)
         for k in ("body_pos_w", "body_quat_w", "joint_pos", "joint_vel"):
             if k not in z.files or z[k].dtype != np.float32:
@@ -133,14 +137,17 @@ class StateMimicReplica:
         init = _yaw(real) @ _yaw(_qmat(self.m_root_quat[frame])).T
         ref = _torso(self.m_root_quat[frame], self.m_jp[frame])
         rot = ((init @ ref).T @ real).T
-        values = {
+        return self.act({
             "motion_command": np.concatenate((self.m_jp[frame], self.m_jv[frame])),
             "motion_anchor_ori_b": rot[:, :2].reshape(-1),
             "base_ang_vel": qvel[3:6],
             "joint_pos_rel": qpos[7:] - self.default,
             "joint_vel_rel": qvel[6:],
             "last_action": np.zeros(self.action_dim),
-        }
+        })  # fmt: skip
+
+    def act(self, values: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """(observation, joint target) of one env.step() from the registered terms' values."""
         obs = np.concatenate([values[n] * (1.0 if s is None else s) for n, s in self.terms]).astype(np.float32)
         name, size, shape = self.inputs[0]
         if obs.size != size:

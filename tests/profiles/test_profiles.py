@@ -45,9 +45,47 @@ def test_deployable_layouts():
     assert [t.quantity for t in un.terms] == [t.quantity for t in wose.terms]
     for p in PROFILES.values():
         assert all(p.signal(n) for n in p.term_names)
+        assert p.pins == (p.name == "holosoma")
     with pytest.raises(BcgdError, match="observation profile 'nope'"):
         get_profile("nope")
     assert profile_of_config({"env": {"num_envs": 2}}) == "paper"  # old checkpoints
+
+
+# holosoma fc600e7 src/holosoma_inference/holosoma_inference/config/config_values/robot.py:52-62 (dof_names)
+_LEG = ("hip_pitch", "hip_roll", "hip_yaw", "knee", "ankle_pitch", "ankle_roll")
+_ARM = ("shoulder_pitch", "shoulder_roll", "shoulder_yaw", "elbow", "wrist_roll", "wrist_pitch", "wrist_yaw")
+HOLOSOMA_DOF_NAMES = (
+    *(f"{side}_{j}_joint" for side in ("left", "right") for j in _LEG),
+    "waist_yaw_joint", "waist_roll_joint", "waist_pitch_joint",
+    *(f"{side}_{j}_joint" for side in ("left", "right") for j in _ARM),
+)  # fmt: skip
+
+
+def test_holosoma_layout_and_pins():
+    """holosoma sorts the actor terms by name before concatenating, in training
+    (managers/observation/manager.py:138-142) and in inference (policies/base.py:126, 506); sizes
+    config_values/observation.py:117-126 (inference), noise config_values/wbt/g1/observation.py:10-39 (trainer);
+    default pose inference robot.py:34-40 and action scale 1.0 task.py:29 (fixed: not read from the ONNX)."""
+    h = get_profile("holosoma")
+    assert h.term_names == ("actions", "base_ang_vel", "dof_pos", "dof_vel", "motion_command", "motion_ref_ori_b")
+    assert list(h.term_names) == sorted(h.term_names)
+    assert [t.size for t in h.terms] == [29, 3, 29, 29, 58, 6] and h.obs_dim == 154
+    assert [t.noise for t in h.terms] == [0.0, 0.2, 0.01, 0.5, 0.0, 0.05]
+    assert sorted(t.quantity for t in h.terms) == sorted(t.quantity for t in get_profile("unitree").terms)
+    robot = load_robot("g1")
+    assert robot.joint_names == HOLOSOMA_DOF_NAMES  # the pinned pose is in our joint order
+    pinned = h.pin(robot)
+    assert pinned.default_joint_pos[[0, 3, 4, 15, 16, 18, 23]].tolist() == [-0.312, 0.669, -0.363, 0.2, 0.2, 0.6, -0.2]
+    assert np.all(pinned.action_scale == 1.0) and pinned.kp is robot.kp
+    assert get_profile("unitree").pin(robot) is robot
+    assert [p.reference_lag for p in PROFILES.values()] == [int(p.name == "holosoma") for p in PROFILES.values()]
+    clip = _clip(robot)
+    mod = ProfileObservation(robot, clip, "holosoma", dtype=torch.float64)
+    q = torch.zeros(1, 36, dtype=torch.float64)
+    q[0, 3] = 1.0
+    cmd = lambda step: mod(q, torch.zeros(1, 35), torch.tensor([step]), torch.zeros(1, 29))[0, 90:119]  # noqa: E731
+    np.testing.assert_array_equal(cmd(0).numpy(), clip["joint_pos"][0])  # frame 0 at the first step, as holosoma
+    np.testing.assert_array_equal(cmd(4).numpy(), clip["joint_pos"][3])
 
 
 def _clip(robot, n=6, seed=0):
@@ -78,7 +116,7 @@ def _random_q(robot, rng):
                            + rng.uniform(-0.3, 0.3, robot.num_joints)))  # fmt: skip
 
 
-@pytest.mark.parametrize("name", ["beyondmimic", "beyondmimic_wose", "unitree"])
+@pytest.mark.parametrize("name", ["beyondmimic", "beyondmimic_wose", "unitree", "holosoma"])
 def test_profile_maths_against_mujoco(name):
     """Each term from first principles on MuJoCo's xpos/xmat (the anchor is torso_link)."""
     robot = load_robot("g1")
@@ -90,8 +128,9 @@ def test_profile_maths_against_mujoco(name):
     q = _random_q(robot, rng)
     qd = rng.normal(size=m.nv)
     act = rng.uniform(-1, 1, robot.num_joints)
-    t = 3
-    obs = mod(torch.as_tensor(q)[None], torch.as_tensor(qd)[None], torch.tensor([t]), torch.as_tensor(act)[None])
+    step = 3
+    obs = mod(torch.as_tensor(q)[None], torch.as_tensor(qd)[None], torch.tensor([step]), torch.as_tensor(act)[None])
+    t = step - get_profile(name).reference_lag  # the frame the consumer hands the motion terms at this step
     d.qpos[:] = q
     mujoco.mj_kinematics(m, d)
     torso = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "torso_link")
@@ -152,6 +191,28 @@ def test_unknown_profile_is_one_line_error(tmp_path):
     _register()
     r = CliRunner().invoke(app, ["train", "dance", "--obs", "nope", "--iterations", "1", "--out", str(tmp_path)])
     assert isinstance(r.exception, BcgdError) and "env.obs_profile must be one of" in str(r.exception)
+
+
+def test_holosoma_training_robot_is_pinned_and_recorded():
+    """Training with the holosoma profile runs on its fixed default pose and action scale (training_robot), a
+    different scale is refused, and run.pt records both so the export reads them back."""
+    from bcg_deploy.training.config import training_robot
+
+    robot = training_robot(tiny_cfg("env.obs_profile=holosoma").validate())
+    np.testing.assert_array_equal(robot.default_joint_pos, get_profile("holosoma").default_joint_pos)
+    assert np.all(robot.action_scale == 1.0)
+    assert not np.array_equal(load_robot("g1").default_joint_pos, robot.default_joint_pos)
+    for bad in ("env.action_scale=0.5", "env.action_scale_factor=2.0"):
+        with pytest.raises(BcgdError, match="profile holosoma fixes it"):
+            tiny_cfg("env.obs_profile=holosoma", bad).validate()
+    tiny_cfg("env.obs_profile=holosoma", "env.action_scale=1.0").validate()
+    ck = {"robot": {**robot.identity(), "action_scale": list(robot.action_scale),
+                    "default_joint_pos": list(robot.default_joint_pos)}}  # fmt: skip
+    back = ckpt_io.robot_of_checkpoint(ck, load_robot("g1"))
+    np.testing.assert_array_equal(back.default_joint_pos, robot.default_joint_pos)
+    ckpt_io.check_robot_identity(ck, back)
+    with pytest.raises(BcgdError, match="another default pose"):
+        ckpt_io.check_robot_identity(ck, load_robot("g1").with_action_scale(1.0))
 
 
 def test_tiny_cfg_paper_default():

@@ -57,7 +57,11 @@ def test_round_trip(tmp_path, robot, payload):
     path = save_checkpoint(tmp_path / "run.pt", payload)
     assert not [p for p in os.listdir(tmp_path) if p != "run.pt"]  # no tmp files left
     ckpt = load_checkpoint(path, robot=robot)
-    assert ckpt["iteration"] == 7 and ckpt["robot"] == {**robot.identity(), "action_scale": list(robot.action_scale)}
+    assert ckpt["iteration"] == 7 and ckpt["robot"] == {
+        **robot.identity(),
+        "action_scale": list(robot.action_scale),
+        "default_joint_pos": list(robot.default_joint_pos),
+    }
     assert ckpt["config"]["hidden"] == [16, 8] and ckpt["metrics"]["reward"] == 1.5
     for k, v in payload["actor"].items():
         assert torch.equal(ckpt["actor"][k], v)
