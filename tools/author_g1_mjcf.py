@@ -85,7 +85,12 @@ def _defaults(spec: mujoco.MjSpec) -> dict[str, mujoco.MjsDefault]:
 def _add_body(spec: mujoco.MjSpec, parent, facts: dict, body: dict, cls: dict) -> None:  # noqa: ANN001
     b = parent.add_body(name=body["name"], pos=body["pos"], quat=body["quat_wxyz"])
     b.explicitinertial = True
-    b.mass, b.ipos, b.iquat, b.inertia = body["mass"], body["com_pos"], body["inertia_quat_wxyz"], body["principal_inertia"]
+    b.mass, b.ipos, b.iquat, b.inertia = (
+        body["mass"],
+        body["com_pos"],
+        body["inertia_quat_wxyz"],
+        body["principal_inertia"],
+    )
     act = {a["joint"]: a for a in facts["actuators"]}
     for j in (j for j in facts["joints"] if j["body"] == body["name"]):
         if j["type"] == "free":
@@ -99,11 +104,19 @@ def _add_body(spec: mujoco.MjSpec, parent, facts: dict, body: dict, cls: dict) -
     for g in (g for g in facts["collision_geoms"] if g["body"] == body["name"]):
         size = g["size"][:1] if g["type"] == "sphere" else g["size"][:2]
         kind = cls["visual"] if "_foot" in g["name"] else cls["collision"]
-        b.add_geom(kind, name=g["name"], type=_GEOM[g["type"]], size=[*size, 0, 0][:3], pos=g["pos"], quat=g["quat_wxyz"])
+        b.add_geom(
+            kind, name=g["name"], type=_GEOM[g["type"]], size=[*size, 0, 0][:3], pos=g["pos"], quat=g["quat_wxyz"]
+        )
     if body["name"].endswith("ankle_roll_link"):
         side = body["name"].split("_")[0]
         for k, p in enumerate(SOLE_POINTS):
-            b.add_geom(cls["foot_contact"], name=f"{side}_foot_contact_{k}", type=_GEOM["sphere"], size=[SOLE_RADIUS, 0, 0], pos=p)
+            b.add_geom(
+                cls["foot_contact"],
+                name=f"{side}_foot_contact_{k}",
+                type=_GEOM["sphere"],
+                size=[SOLE_RADIUS, 0, 0],
+                pos=p,
+            )
     if body["name"] == "torso_link":
         head = next(g for g in facts["collision_geoms"] if g["name"] == "head_collision")
         b.add_site(name="head", pos=head["pos"], size=[0.01, 0, 0])

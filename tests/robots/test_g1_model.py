@@ -194,7 +194,10 @@ def test_sole_spheres_sit_on_the_facts_foot_capsules(model, facts):
         assert len(pts) == 6
         for c in pts:
             p = np.asarray(c.pos)
-            dist = [np.linalg.norm(p - (a + np.clip(np.dot(p - a, b - a) / np.dot(b - a, b - a), 0, 1) * (b - a))) for a, b, _ in caps]
+            dist = [
+                np.linalg.norm(p - (a + np.clip(np.dot(p - a, b - a) / np.dot(b - a, b - a), 0, 1) * (b - a)))
+                for a, b, _ in caps
+            ]
             k = int(np.argmin(dist))
             assert dist[k] < 2e-3, (foot, c.pos)  # on a capsule's axis (the facts' capsules are tilted by < 2 mm)
             assert c.radius == caps[k][2]
