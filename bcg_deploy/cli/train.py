@@ -326,7 +326,10 @@ def train_cmd(
         show_default="off",
     ),
     obs: str | None = typer.Option(
-        None, "--obs", help="Actor observation profile: paper (default), beyondmimic, beyondmimic_wose, unitree."
+        None,
+        "--obs",
+        help="Actor observation: beyondmimic_wose (default: what a G1 measures, for motion_tracking_controller), "
+        "beyondmimic, unitree, or paper (the paper's 849 values, not measurable on the robot).",
     ),
     nproc: int | None = typer.Option(
         None,
