@@ -1,4 +1,4 @@
-"""Author our G1 MJCF (and the same model as URDF) from the physical facts file.
+"""Author our G1 MJCF (with ``mujoco.MjSpec``) and the same model as URDF from the physical facts file.
 
 Run once when the facts change; the output (``bcg_deploy/robots/assets/g1.xml``, ``g1.urdf``) is committed
 and shipped inside the package. The URDF comes from ``bcg_deploy.robots.urdf.author_urdf`` (its
@@ -7,30 +7,48 @@ conventions are in that module). Usage::
     python tools/author_g1_mjcf.py ../shared/reference/g1_29dof.json
 
 Conventions (from the facts file's README): kp = J (2 pi 10 Hz)^2, kd = 2 * 2.0 * J (2 pi 10 Hz),
-force limits = effort limits. Collision: the four 5 mm foot spheres of METHOD.md section 2 (the
-contact set of both simulators) plus the facts' primitives on all other bodies; the facts' seven
-foot capsules are kept as visual geoms only.
+force limits = effort limits.
+
+Contact. The sole is six 1 cm spheres per foot (``SOLE_POINTS``), the contact set of both simulators.
+The facts approximate the G1 sole by seven 1 cm capsules along the foot; a capsule touches a plane
+only at its end spheres, so a sole of spheres at capsule ends behaves like the capsules on flat ground.
+Six points on the boundary of those capsule ends (heel corners, the widest point of each side, toe
+corners) keep the sole's support polygon (inside it, so a policy cannot lean on area the capsule sole
+lacks) at 12 contacts per robot: the contact solve costs O(contacts^2), and all 28 capsule ends made
+a training step 5x slower than 8 contacts (12: 1.5x). The capsules stay as visual geoms.
+Every other collision primitive of the facts collides with the floor and with the robot's other
+bodies (self-collision; MuJoCo skips parent-child pairs), as the robot's own body does; the
+differentiable simulator models the foot spheres only.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import json
 import math
 import re
+from collections.abc import Iterator
 from pathlib import Path
+
+import mujoco
 
 from bcg_deploy.robots.urdf import author_urdf
 
 OUT_DIR = Path(__file__).resolve().parents[1] / "bcg_deploy" / "robots" / "assets"
 NATURAL_FREQ_HZ = 10.0
 DAMPING_RATIO = 2.0
-FOOT_SPHERE_RADIUS = 0.005
-FOOT_SPHERE_POS = ((-0.05, 0.025, -0.03), (-0.05, -0.025, -0.03), (0.12, 0.03, -0.03), (0.12, -0.03, -0.03))
-
-
-def _f(values) -> str:
-    return " ".join(repr(float(v)) for v in values)
+SOLE_RADIUS = 0.01
+SOLE_POINTS = (  # ankle_roll_link frame (m): ends and side midpoints of the facts' foot capsules
+    (-0.044, 0.018, -0.025),
+    (-0.044, -0.018, -0.025),
+    (0.075, 0.026, -0.025),
+    (0.075, -0.026, -0.025),
+    (0.123, 0.018, -0.025),
+    (0.123, -0.018, -0.025),
+)
+_GEOM = {"sphere": mujoco.mjtGeom.mjGEOM_SPHERE, "capsule": mujoco.mjtGeom.mjGEOM_CAPSULE}
 
 
 def _gains(armature: float) -> tuple[float, float]:
@@ -50,100 +68,143 @@ def _home_joint_pos(facts: dict) -> list[float]:
     return out
 
 
-def _body_xml(facts: dict, body: dict, depth: int) -> list[str]:
-    pad = "  " * depth
-    joints = [j for j in facts["joints"] if j["body"] == body["name"]]
-    lines = [f'{pad}<body name="{body["name"]}" pos="{_f(body["pos"])}" quat="{_f(body["quat_wxyz"])}">']
-    lines.append(
-        f'{pad}  <inertial pos="{_f(body["com_pos"])}" quat="{_f(body["inertia_quat_wxyz"])}" '
-        f'mass="{body["mass"]!r}" diaginertia="{_f(body["principal_inertia"])}"/>'
+def _defaults(spec: mujoco.MjSpec) -> dict[str, mujoco.MjsDefault]:
+    g1 = spec.add_default("g1", spec.default)
+    g1.geom.condim = 3
+    g1.geom.friction = [1.0, 0.005, 0.0001]
+    classes = {"g1": g1}
+    for name, group, contype, rgba in (
+        ("collision", 3, 1, [0.8, 0.3, 0.3, 0.4]),
+        ("foot_contact", 3, 1, [0.9, 0.1, 0.1, 1.0]),
+        ("visual", 2, 0, [0.7, 0.7, 0.75, 1.0]),
+    ):
+        d = spec.add_default(name, g1)
+        d.geom.group, d.geom.contype, d.geom.conaffinity, d.geom.rgba = group, contype, contype, rgba
+        classes[name] = d
+    classes["visual"].geom.density = 0.0
+    return classes
+
+
+def _add_body(spec: mujoco.MjSpec, parent, facts: dict, body: dict, cls: dict) -> None:  # noqa: ANN001
+    b = parent.add_body(name=body["name"], pos=body["pos"], quat=body["quat_wxyz"])
+    b.explicitinertial = True
+    b.mass, b.ipos, b.iquat, b.inertia = (
+        body["mass"],
+        body["com_pos"],
+        body["inertia_quat_wxyz"],
+        body["principal_inertia"],
     )
     act = {a["joint"]: a for a in facts["actuators"]}
-    for j in joints:
+    for j in (j for j in facts["joints"] if j["body"] == body["name"]):
         if j["type"] == "free":
-            lines.append(f'{pad}  <freejoint name="{j["name"]}"/>')
-        else:
-            a = act[j["name"]]
-            effort = a["effort_limit"]
-            lines.append(
-                f'{pad}  <joint name="{j["name"]}" pos="{_f(j["pos"])}" axis="{_f(j["axis"])}" '
-                f'range="{_f(j["range"])}" armature="{a["armature"]!r}" actuatorfrcrange="{-effort!r} {effort!r}"/>'
-            )
-    for g in facts["collision_geoms"]:
-        if g["body"] != body["name"]:
+            b.add_freejoint(name=j["name"])
             continue
+        effort = act[j["name"]]["effort_limit"]
+        b.add_joint(
+            name=j["name"], type=mujoco.mjtJoint.mjJNT_HINGE, pos=j["pos"], axis=j["axis"], range=j["range"],
+            armature=act[j["name"]]["armature"], actfrcrange=[-effort, effort],
+        )  # fmt: skip
+    for g in (g for g in facts["collision_geoms"] if g["body"] == body["name"]):
         size = g["size"][:1] if g["type"] == "sphere" else g["size"][:2]
-        cls = "visual" if "_foot" in g["name"] else "collision"
-        lines.append(
-            f'{pad}  <geom name="{g["name"]}" class="{cls}" type="{g["type"]}" size="{_f(size)}" '
-            f'pos="{_f(g["pos"])}" quat="{_f(g["quat_wxyz"])}"/>'
+        kind = cls["visual"] if "_foot" in g["name"] else cls["collision"]
+        b.add_geom(
+            kind, name=g["name"], type=_GEOM[g["type"]], size=[*size, 0, 0][:3], pos=g["pos"], quat=g["quat_wxyz"]
         )
     if body["name"].endswith("ankle_roll_link"):
         side = body["name"].split("_")[0]
-        for k, p in enumerate(FOOT_SPHERE_POS):
-            lines.append(
-                f'{pad}  <geom name="{side}_foot_contact_{k}" class="foot_contact" type="sphere" '
-                f'size="{FOOT_SPHERE_RADIUS!r}" pos="{_f(p)}"/>'
+        for k, p in enumerate(SOLE_POINTS):
+            b.add_geom(
+                cls["foot_contact"],
+                name=f"{side}_foot_contact_{k}",
+                type=_GEOM["sphere"],
+                size=[SOLE_RADIUS, 0, 0],
+                pos=p,
             )
     if body["name"] == "torso_link":
         head = next(g for g in facts["collision_geoms"] if g["name"] == "head_collision")
-        lines.append(f'{pad}  <site name="head" pos="{_f(head["pos"])}" size="0.01"/>')
+        b.add_site(name="head", pos=head["pos"], size=[0.01, 0, 0])
     for child in facts["bodies"]:
         if child["parent"] == body["name"] and math.dist(child["pos"], (0, 0, 0)) > 1e-3:
             # A thin visual link from this body's origin to the child's.
-            lines.append(f'{pad}  <geom class="visual" type="capsule" size="0.018" fromto="0 0 0 {_f(child["pos"])}"/>')
+            b.add_geom(cls["visual"], type=_GEOM["capsule"], size=[0.018, 0, 0], fromto=[0, 0, 0, *child["pos"]])
     for child in facts["bodies"]:
         if child["parent"] == body["name"]:
-            lines.extend(_body_xml(facts, child, depth + 1))
-    lines.append(f"{pad}</body>")
-    return lines
+            _add_body(spec, b, facts, child, cls)
 
 
-def author_robot(facts: dict) -> str:
+def author_spec(facts: dict) -> mujoco.MjSpec:
+    """The robot's ``MjSpec`` (no floor; ``SCENE`` adds one)."""
+    spec = mujoco.MjSpec()
+    spec.modelname = facts["model"]
+    spec.compiler.degree = False
+    spec.compiler.autolimits = True
+    spec.option.timestep = 0.005
+    spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    spec.option.cone = mujoco.mjtCone.mjCONE_PYRAMIDAL
+    cls = _defaults(spec)
+    root = next(b for b in facts["bodies"] if b["parent"] == "world")
+    _add_body(spec, spec.worldbody, facts, root, cls)
+    spec.body(root["name"]).childclass = "g1"
     hinges = facts["joints"][1:]
     act = {a["joint"]: a for a in facts["actuators"]}
-    root = next(b for b in facts["bodies"] if b["parent"] == "world")
-    home = _home_joint_pos(facts)
-    lines = [
-        "<!-- Unitree G1 29-DoF, authored by bcg-deploy from the robot's physical facts",
-        "     (tools/author_g1_mjcf.py). Do not edit by hand: regenerate. -->",
-        f'<mujoco model="{facts["model"]}">',
-        '  <compiler angle="radian" autolimits="true"/>',
-        '  <option timestep="0.005" integrator="implicitfast" cone="pyramidal"/>',
-        "  <default>",
-        '    <default class="g1">',
-        '      <geom condim="3" friction="1.0 0.005 0.0001"/>',
-        '      <default class="collision">',
-        '        <geom group="3" contype="1" conaffinity="0" rgba="0.8 0.3 0.3 0.4"/>',
-        "      </default>",
-        '      <default class="foot_contact">',
-        '        <geom group="3" contype="1" conaffinity="0" rgba="0.9 0.1 0.1 1"/>',
-        "      </default>",
-        '      <default class="visual">',
-        '        <geom group="2" contype="0" conaffinity="0" density="0" rgba="0.7 0.7 0.75 1"/>',
-        "      </default>",
-        "    </default>",
-        "  </default>",
-        "  <worldbody>",
-        '    <frame childclass="g1">',
-    ]
-    lines.extend(_body_xml(facts, root, 3))
-    lines += ["    </frame>", "  </worldbody>", "  <actuator>"]
     for j in hinges:
         a = act[j["name"]]
         kp, kd = _gains(a["armature"])
-        name = j["name"].removesuffix("_joint")
-        lines.append(
-            f'    <position name="{name}" joint="{j["name"]}" kp="{kp!r}" kv="{kd!r}" '
-            f'forcerange="{-a["effort_limit"]!r} {a["effort_limit"]!r}" inheritrange="0"/>'
-        )
-    lines += ["  </actuator>", "  <custom>"]
-    lines.append(f'    <numeric name="velocity_limit" data="{_f(act[j["name"]]["velocity_limit"] for j in hinges)}"/>')
-    lines += ["  </custom>", "  <keyframe>"]
-    qpos = list(facts["poses"]["home"]["root_pos"]) + [1, 0, 0, 0] + home
-    lines.append(f'    <key name="home" qpos="{_f(qpos)}" ctrl="{_f(home)}"/>')
-    lines += ["  </keyframe>", "</mujoco>", ""]
-    return "\n".join(lines)
+        u = spec.add_actuator(name=j["name"].removesuffix("_joint"), target=j["name"])
+        u.trntype = mujoco.mjtTrn.mjTRN_JOINT
+        u.set_to_position(kp=kp, kv=kd)
+        u.forcerange, u.forcelimited = [-a["effort_limit"], a["effort_limit"]], mujoco.mjtLimited.mjLIMITED_TRUE
+        u.inheritrange = 0
+    spec.add_numeric(name="velocity_limit", data=[act[j["name"]]["velocity_limit"] for j in hinges])
+    home = _home_joint_pos(facts)
+    spec.add_key(name="home", qpos=list(facts["poses"]["home"]["root_pos"]) + [1, 0, 0, 0] + home, ctrl=home)
+    for body1, body2 in _overlapping_bodies(spec):
+        spec.add_exclude(bodyname1=body1, bodyname2=body2)
+    return spec
+
+
+def _overlapping_bodies(spec: mujoco.MjSpec) -> list[tuple[str, str]]:
+    """Body pairs whose collision primitives overlap in the home pose (pelvis and hip, elbow and wrist):
+    the primitives are coarse hulls of parts that one joint assembly holds together, so their overlap is
+    no collision of the robot; excluding them keeps self-collision for links that really meet."""
+    model = spec.compile()
+    data = mujoco.MjData(model)
+    mujoco.mj_resetDataKeyframe(model, data, 0)
+    mujoco.mj_forward(model, data)
+    pairs = set()
+    for c in data.contact[: data.ncon]:
+        if c.dist < 0:
+            b1, b2 = sorted((model.body(model.geom_bodyid[c.geom1]).name, model.body(model.geom_bodyid[c.geom2]).name))
+            pairs.add((b1, b2))
+    return sorted(pairs)
+
+
+@contextlib.contextmanager
+def _full_precision() -> Iterator[None]:
+    """MuJoCo's MJCF writer prints 6 significant digits unless told otherwise; its exported
+    ``_mjPRIVATE__set_xml_precision`` (what MuJoCo's own tests use for exact round trips) sets 17, so the
+    file holds the facts' numbers exactly. Without that symbol the tool stops rather than round them."""
+    lib = ctypes.CDLL(mujoco.__file__.rsplit("/", 1)[0] + f"/libmujoco.so.{mujoco.__version__}")
+    try:
+        setter = lib._mjPRIVATE__set_xml_precision
+    except AttributeError:
+        raise SystemExit(f"MuJoCo {mujoco.__version__} has no _mjPRIVATE__set_xml_precision: cannot write exact MJCF")
+    setter.argtypes = [ctypes.c_int]
+    setter(17)
+    try:
+        yield
+    finally:
+        setter(6)
+
+
+def author_robot(facts: dict) -> str:
+    """The robot's MJCF text (``author_spec`` written by MuJoCo at full precision), with a header."""
+    header = "<!-- Unitree G1 29-DoF, authored by bcg-deploy from the robot's physical facts\n"
+    header += "     (tools/author_g1_mjcf.py). Do not edit by hand: regenerate. -->\n"
+    with _full_precision():
+        xml = author_spec(facts).to_xml()
+    # 17 digits round-trip every double; the shortest text that parses to the same double is easier to read.
+    return header + re.sub(r"-?\d+\.\d+(?:e-?\d+)?", lambda m: repr(float(m.group())), xml)
 
 
 SCENE = """<!-- The G1 on a floor, with lights. Both simulators load the robot from g1.xml. -->

@@ -101,6 +101,9 @@ def domain_randomization(cfg: dict) -> dict[str, Any]:
     for ours, theirs in names.items():
         if theirs in dr:
             out[ours] = _range(dr[theirs])
+    if "torso_com_offset" in dr:
+        out["torso_com_offset_m"] = [float(x) for x in dr["torso_com_offset"]]
+        out["torso_body"] = str(dr.get("torso_body", "torso_link"))
     for k in ("reset_pos", "reset_rot", "reset_joint", "reset_scale"):
         if k in dr:
             out[k] = dr[k]

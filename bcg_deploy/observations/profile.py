@@ -100,6 +100,27 @@ class ProfileObservation(nn.Module):
         return {k: getattr(self, f"ref_{k}")[idx] for k in FRAME_ARRAYS}
 
 
+class PrivilegedObservation(nn.Module):
+    """The critic's observation for a deployable actor: the paper's 849 noise-free values (root height,
+    heading-frame velocities, body rotations, key points, the reference at t+1..t+3) and the previous
+    action, ``forward(q, qd, time_step, last_action, transforms=None) -> [B, 849 + J]``."""
+
+    def __init__(self, robot: RobotSpec, motion_arrays: Any, dtype: torch.dtype = torch.float32) -> None:
+        super().__init__()
+        self.paper = ObservationModule(robot, motion_arrays, dtype=dtype)
+        self.obs_dim = self.paper.obs_dim + robot.num_joints
+
+    def forward(
+        self,
+        q: torch.Tensor,
+        qd: torch.Tensor,
+        time_step: torch.Tensor,
+        last_action: torch.Tensor,
+        transforms: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        return torch.cat((self.paper(q, qd, time_step, transforms=transforms), last_action.to(q.dtype)), dim=-1)
+
+
 def make_observation(robot: RobotSpec, motion_arrays: Any, profile: str, dtype: torch.dtype) -> nn.Module:
     """The actor observation module of ``profile`` (``paper``: ``ObservationModule``)."""
     if get_profile(profile).deployable:

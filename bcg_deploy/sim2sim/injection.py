@@ -189,6 +189,8 @@ class DomainRandomization:
     other body's mass (inertia scaled with it). com_offset_m: added to every body's CoM per axis (body
     frame). kp_scale / kd_scale / armature_scale / joint_friction_scale: per-joint factors.
     joint_offset_rad: per-joint offset of the default pose, added to the PD target (as in training).
+    torso_com_offset_m: per-axis CoM half-widths (x, y, z) of ``torso_body``, which draws from the larger of
+    these and ``com_offset_m`` on each axis (as in training); zeros: the torso draws like every body.
     """
 
     friction: tuple[float, float] = (0.3, 1.2)
@@ -200,6 +202,8 @@ class DomainRandomization:
     armature_scale: tuple[float, float] = (0.75, 1.25)
     joint_friction_scale: tuple[float, float] = (0.5, 1.5)
     joint_offset_rad: tuple[float, float] = (-0.01, 0.01)
+    torso_com_offset_m: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    torso_body: str = "torso_link"
 
 
 # Names the training config may use for the same ranges.
@@ -241,6 +245,13 @@ def domain_randomization_from_metadata(meta: dict | None) -> tuple[DomainRandomi
     if not isinstance(meta, dict):
         raise BcgdError(f"metadata bcgd.domain_randomization = {meta!r}: expected a JSON object")
     found, missing = {}, []
+    if "torso_com_offset_m" in meta:
+        try:
+            found["torso_com_offset_m"] = tuple(float(x) for x in meta["torso_com_offset_m"])[:3]
+        except (TypeError, ValueError):
+            raise BcgdError(f"metadata bcgd.domain_randomization.torso_com_offset_m = {meta['torso_com_offset_m']!r}: "
+                            "expected three half-widths (m)") from None  # fmt: skip
+        found["torso_body"] = str(meta.get("torso_body", "torso_link"))
     for fld, aliases in _DR_ALIASES.items():
         for a in aliases:
             if a in meta:
@@ -299,16 +310,22 @@ def apply_domain_randomization(
     inertia_scale = new_mass / np.maximum(model.body_mass, 1e-12)
     model.body_inertia[:] = model.body_inertia * inertia_scale[:, None]
     model.body_mass[:] = new_mass
+    ipos_before = model.body_ipos.copy()
     model.body_ipos[base:] += u(*dr.com_offset_m, size=(nb - base, 3))
     model.dof_armature[dof_adr] *= u(*dr.armature_scale, size=nj)
     model.dof_frictionloss[dof_adr] *= u(*dr.joint_friction_scale, size=nj)
-    return DrSample(
+    sample = DrSample(
         friction=mu,
         base_mass_add_kg=d_mass,
         kp_scale=u(*dr.kp_scale, size=nj),
         kd_scale=u(*dr.kd_scale, size=nj),
         joint_offset=u(*dr.joint_offset_rad, size=nj),
     )
+    torso = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, dr.torso_body)
+    if any(dr.torso_com_offset_m) and torso > 0:  # drawn last: the draws above stay those of older reports
+        half = np.maximum(np.abs(dr.torso_com_offset_m), max(abs(dr.com_offset_m[0]), abs(dr.com_offset_m[1])))
+        model.body_ipos[torso] += u(-half, half) - (model.body_ipos[torso] - ipos_before[torso])
+    return sample
 
 
 # ----------------------------------------------------------------------------------------------- pushes

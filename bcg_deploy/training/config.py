@@ -70,7 +70,7 @@ class EnvCfg:
     ``bcg_defaults`` sets (the CLI applies it to ``--bundle`` runs when ``--envs`` is not given)."""
     fall_height: float = 0.3
     """Early termination when the root height drops below this (m)."""
-    max_tracking_error: float | None = None
+    max_tracking_error: float | None = 0.5
     """Early termination when the mean per-body position error to the reference exceeds this (m); None: off
     (METHOD.md terminates on falls only). Stops a policy from buying episode length by giving up on a
     travelling clip (run), where the reference runs away from a robot that only keeps its balance."""
@@ -78,20 +78,28 @@ class EnvCfg:
     """One action scale for every joint (rad): ``q_target = default + action_scale * a``; None: the robot's
     own per-joint scale (0.25 x effort / kp, the deployed trackers' recipe). An earlier version of the
     paper's parameter table gives 0.4. Recorded in run.pt and written into the ONNX like the robot's own."""
-    action_scale_factor: float = 1.0
+    action_scale_factor: float = 2.0
     """Multiplies the robot's own per-joint scale (2.0: 0.5 x effort / kp). The tanh bounds |a| <= 1, so this
     is the reach of the PD target; trackers with unbounded Gaussian actions (BeyondMimic) reach past 1 x
-    scale. Not with ``action_scale``. Recorded in run.pt and the ONNX as the resulting per-joint scale."""
-    obs_profile: str = "paper"
-    """The actor's observation profile (``bcg_deploy.profiles``): paper (METHOD's 849 values), beyondmimic,
-    beyondmimic_wose or unitree (what those deploy stacks build on board); the critic sees the same, noise-free."""
+    scale, and at 1 x the PD target cannot reach 39-44 % of the LAFAN1 windows' joint-frames (18-25 % at 2 x).
+    Not with ``action_scale``. Recorded in run.pt and the ONNX as the resulting per-joint scale."""
+    obs_profile: str = "beyondmimic_wose"
+    """The actor's observation profile (``bcg_deploy.profiles``): beyondmimic_wose (the default: what
+    motion_tracking_controller builds without a state estimator), beyondmimic, unitree (what those deploy
+    stacks build on board), or paper (METHOD's 849 values, which a robot does not measure on board)."""
+    critic_obs: Literal["privileged", "actor"] = "privileged"
+    """What the SHAC critics see with a deployable actor profile: ``privileged`` (asymmetric actor-critic:
+    the paper's 849 noise-free values, which hold root height, velocities and the reference's future, plus
+    the previous action), or ``actor`` (the actor's own terms, noise-free). The critic only trains; it is
+    never exported, so it may see what the robot cannot measure. Paper-profile runs see the actor's."""
     obs_noise: bool = True
     """Add the observation module's per-term training noise U(-n, n) to the actor's input."""
-    obs_noise_scale: float = 1.0
-    """Multiplier on every term's noise amplitude."""
+    obs_noise_scale: float = 1.5
+    """Multiplier on every term's noise amplitude: training at 1.5 x the levels sim2sim's ``--noise 1``
+    injects leaves a margin for the sensors of the robot."""
     random_start: bool = True
     """Reference state initialisation at a random phase (else at frame 0)."""
-    adaptive_start: bool = False
+    adaptive_start: bool = True
     """Draw the random phases by where episodes fail (falls and strays), favouring the seconds before
     them, instead of uniformly (BeyondMimic's adaptive sampling; ``training/env/start_sampling.py``)."""
     adaptive_bin_s: float = 1.0
@@ -104,10 +112,10 @@ class EnvCfg:
     """Share of the uniform distribution in the mix (keeps every bin visited)."""
     adaptive_alpha: float = 0.1
     """Weight of one iteration's failures in their exponential average."""
-    first_frame_share: float = 0.0
+    first_frame_share: float = 0.2
     """Share of the random-phase resets that start at the clip's first frame instead (still with the reset
-    noise): every MuJoCo evaluation starts there, perturbed, and neither uniform nor adaptive phases visit it.
-    0 draws nothing more, so the random streams are those of a run without it."""
+    noise): a deployed clip starts there, and neither uniform nor adaptive phases favour it. 0 draws nothing
+    more, so the random streams stay as they were."""
     action_rate_weight: float = -0.8
     """Weight of the action-rate penalty mean_j (a_t - a_{t-1})_j^2 (Decision: mean over joints)."""
     max_abs_qd: float = 100.0
@@ -121,12 +129,18 @@ class DomainRandCfg:
     """Domain randomisation (METHOD.md section 6); ranges are (low, high) or +/- half-widths."""
 
     enabled: bool = True
-    friction: tuple[float, float] = (0.3, 1.2)
+    friction: tuple[float, float] = (0.3, 1.6)
+    """Foot-floor Coulomb coefficient, one per env. Spans whole_body_tracking's static (0.3-1.6) and dynamic
+    (0.3-1.2) ranges: our contact has one coefficient for both."""
     base_mass_add: tuple[float, float] = (-3.0, 3.0)
     """Added to the pelvis mass (kg)."""
     link_mass_scale: tuple[float, float] = (0.8, 1.2)
     link_com_offset: float = 0.03
     """Link centre-of-mass offset half-width (m) per axis."""
+    torso_com_offset: tuple[float, float, float] = (0.025, 0.05, 0.05)
+    """Centre-of-mass offset half-widths (m) x, y, z of ``torso_body`` (whole_body_tracking's torso box);
+    the torso draws from the larger of this and ``link_com_offset`` on each axis."""
+    torso_body: str = "torso_link"
     kp_scale: tuple[float, float] = (0.8, 1.2)
     kd_scale: tuple[float, float] = (0.8, 1.2)
     armature_scale: tuple[float, float] = (0.75, 1.25)
@@ -312,13 +326,12 @@ def check_bcg_cfg(cfg: BCGCfg) -> BCGCfg:
 class RunnerCfg:
     """Loop, logging and checkpoints."""
 
-    iterations: int = 1200
-    """SHAC iterations (paper: 3000). The default is the CPU-sized main job of ``bcgd train dance``: plain
-    SHAC at 128 envs x horizon 32 on 2 ranks, 4.35 s per iteration on a 2-core CPU, about 1.5 h; its policy
-    had 0/5 falls in MuJoCo with --noise 1."""
+    iterations: int = 1800
+    """SHAC iterations (paper: 3000): the CPU-sized default of the deployable recipe (plain SHAC at 128 envs
+    x horizon 32, on 2 ranks of a 2-core CPU); docs/results.md gives each motion's wall-clock."""
     save_every: int = 50
     """Write run.pt every K iterations (and at the end)."""
-    keep_every: int = 0
+    keep_every: int = 300
     """Also keep run.pt as ``snapshots/run_<iteration>.pt`` every K iterations (0: never), to export,
     evaluate or branch from points along one schedule. Each is a whole checkpoint (a hard link when the
     file system allows one, so it costs no space until run.pt is next written)."""
@@ -474,6 +487,7 @@ def ppo_defaults(cfg: TrainConfig) -> TrainConfig:
     returns ``cfg``)."""
     cfg.algo = "ppo"
     cfg.bcg.enabled = False  # bundling is a SHAC method
+    cfg.env.adaptive_start = False  # SHAC's runner feeds the start sampler
     cfg.env.num_envs = cfg.ppo.num_envs
     cfg.runner.iterations = cfg.ppo.iterations
     cfg.add.updates_per_iter = cfg.ppo.disc_updates_per_iter

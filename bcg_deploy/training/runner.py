@@ -134,7 +134,16 @@ class Trainer:
         self.env.transition = build_transition(cfg, self.env, seed=shard_seed(seed, w.rank) + 0xBC6)
         self.add = ADD(self.env.feature_dim, cfg.add, world=w).to(self.device, dtype)
         self.env.add = self.add
-        self.shac = SHAC(cfg.shac, self.env.obs_dim, self.env.num_actions, w.local_envs, world=w, seed=seed)
+        critic_dim = None if self.env.critic_module is None else self.env.critic_obs_dim
+        self.shac = SHAC(
+            cfg.shac,
+            self.env.obs_dim,
+            self.env.num_actions,
+            w.local_envs,
+            world=w,
+            seed=seed,
+            critic_obs_dim=critic_dim,
+        )
         self.shac.to(self.device, dtype)
         w.broadcast_params_([*self.shac.parameters(), *self.add.disc.parameters()])
         torch.manual_seed(shard_seed(seed, w.rank) + 1)  # this rank's own stream (discriminator batches)
@@ -216,6 +225,8 @@ class Trainer:
             "ret_normalizer": ckpt_io.plain(self.shac.ret_normalizer.state_dict()),
             "counters": dict(self.shac.counters),
         }
+        if self.shac.critic_obs_normalizer is not None:
+            p["critic_obs_normalizer"] = ckpt_io.plain(self.shac.critic_obs_normalizer.state_dict())
         p["episode_history"] = {"len": list(self.episode_len), "return": list(self.episode_return)}
         p["sim_params_applied"] = dict(self.env.sim_params_applied)
         return p
@@ -257,6 +268,8 @@ class Trainer:
         try:
             s.actor.load_state_dict(ck["actor"])
             s.obs_normalizer.load_state_dict(ck["obs_normalizer"])
+            if s.critic_obs_normalizer is not None:
+                s.critic_obs_normalizer.load_state_dict(ck["critic_obs_normalizer"])
             s.critic.load_member_state_dicts(ck["critics"])
             s.target_critic.load_member_state_dicts(ck["target_critics"])
             s.load_actor_optimizer_state(_optimizer_state(ck["optimizers"]["actor"]))

@@ -141,19 +141,98 @@ def test_forward_kinematics_matches_facts(facts, model):
             assert _same_rotation(data.xquat[bid], quat, 1e-6), name
 
 
-def test_foot_contact_spheres_as_method_says(model):
+def _capsule_segments(facts: dict, body: str) -> list[tuple[np.ndarray, np.ndarray, float]]:
+    """(end a, end b, radius) of the facts' foot capsules of ``body``, in the body frame."""
+    out = []
+    for g in facts["collision_geoms"]:
+        if g["body"] == body and g["type"] == "capsule" and "_foot" in g["name"]:
+            mat = np.zeros(9)
+            mujoco.mju_quat2Mat(mat, np.asarray(g["quat_wxyz"], float))
+            axis = mat.reshape(3, 3)[:, 2] * g["size"][1]
+            out.append((np.asarray(g["pos"]) - axis, np.asarray(g["pos"]) + axis, g["size"][0]))
+    return out
+
+
+def _hull(points: np.ndarray) -> np.ndarray:
+    """Convex hull [k, 2] of 2-D points, counter-clockwise (monotone chain)."""
+    pts = sorted(map(tuple, np.round(points, 12)))
+
+    def cross(o: tuple, a: tuple, b: tuple) -> float:
+        return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
+
+    def half(seq: list) -> list:
+        out: list = []
+        for p in seq:
+            while len(out) >= 2 and cross(out[-2], out[-1], p) <= 0:
+                out.pop()
+            out.append(p)
+        return out[:-1]
+
+    return np.array(half(pts) + half(pts[::-1]))
+
+
+def _area(hull: np.ndarray) -> float:
+    x, y = hull[:, 0], hull[:, 1]
+    return 0.5 * float(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1)))
+
+
+def _inside(hull: np.ndarray, p: np.ndarray) -> bool:
+    e, d = np.roll(hull, -1, axis=0) - hull, p - hull
+    return bool(np.all(e[:, 0] * d[:, 1] - e[:, 1] * d[:, 0] >= -1e-12))
+
+
+def test_sole_spheres_sit_on_the_facts_foot_capsules(model, facts):
+    """Each foot has six contact spheres, each on the axis of one of the facts' seven sole capsules with its
+    radius (a capsule meets a plane at its end spheres), and their support polygon lies inside the capsule
+    sole's and covers most of it."""
     spec = load_robot("g1")
-    assert len(spec.foot_contact_points) == 8
-    want = {(-0.05, 0.025, -0.03), (-0.05, -0.025, -0.03), (0.12, 0.03, -0.03), (0.12, -0.03, -0.03)}
+    assert len(spec.foot_contact_points) == 12
     for foot in spec.foot_bodies:
+        caps = _capsule_segments(facts, foot)
+        assert len(caps) == 7
         pts = [c for c in spec.foot_contact_points if c.body == foot]
-        assert {tuple(np.round(c.pos, 9)) for c in pts} == want
-        assert all(c.radius == 0.005 for c in pts)
+        assert len(pts) == 6
+        for c in pts:
+            p = np.asarray(c.pos)
+            dist = [
+                np.linalg.norm(p - (a + np.clip(np.dot(p - a, b - a) / np.dot(b - a, b - a), 0, 1) * (b - a)))
+                for a, b, _ in caps
+            ]
+            k = int(np.argmin(dist))
+            assert dist[k] < 2e-3, (foot, c.pos)  # on a capsule's axis (the facts' capsules are tilted by < 2 mm)
+            assert c.radius == caps[k][2]
+        capsule_sole = _hull(np.array([e[:2] for a, b, _ in caps for e in (a, b)]))
+        sole = np.array([c.pos[:2] for c in pts])
+        assert all(_inside(capsule_sole, p) for p in sole)  # no support the capsule sole lacks
+        assert _area(_hull(sole)) > 0.8 * _area(capsule_sole)
     # Foot capsules of the facts are visual only: the spheres are the feet's whole contact set.
     for g in range(model.ngeom):
         body = model.body(int(model.geom_bodyid[g])).name
         if body in spec.foot_bodies and model.geom_contype[g]:
             assert "foot_contact" in model.geom(g).name
+
+
+def test_body_primitives_collide_with_each_other_except_home_pose_overlaps(model):
+    """Self-collision is on for every collision primitive; the only excluded body pairs are those whose
+    primitives overlap in the home pose, and in the home pose no two bodies touch."""
+    assert all(model.geom_conaffinity[g] == 1 for g in range(model.ngeom) if model.geom_contype[g])
+    excluded = {tuple(sorted((model.body(b1).name, model.body(b2).name))) for b1, b2 in zip(*_excludes(model))}
+    assert excluded == {
+        ("left_elbow_link", "left_wrist_pitch_link"),
+        ("left_hip_roll_link", "pelvis"),
+        ("right_elbow_link", "right_wrist_pitch_link"),
+        ("pelvis", "right_hip_roll_link"),
+    }
+    robot = load_robot("g1").load_model(scene=False)
+    data = mujoco.MjData(robot)
+    mujoco.mj_resetDataKeyframe(robot, data, robot.key("home").id)
+    mujoco.mj_forward(robot, data)
+    assert data.ncon == 0  # the robot alone: no floor, and no self-contact in the home pose
+
+
+def _excludes(model) -> tuple[list[int], list[int]]:
+    sig = model.exclude_signature  # body1 << 16 | body2
+    return [int(s) >> 16 for s in sig], [int(s) & 0xFFFF for s in sig]
 
 
 def test_home_pose_stands_on_the_floor(model):

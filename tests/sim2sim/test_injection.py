@@ -15,6 +15,7 @@ from bcg_deploy.sim2sim.injection import (
     PushConfig,
     SensorNoise,
     apply_domain_randomization,
+    domain_randomization_from_metadata,
     ms_to_steps,
     noise_levels,
     parse_ms_range,
@@ -107,3 +108,25 @@ def test_domain_randomisation_ranges():
         arm = m.dof_armature[dofs] / m0.dof_armature[dofs]
         assert np.all((arm >= 0.75) & (arm <= 1.25))
         assert np.all((s.kp_scale >= 0.8) & (s.kp_scale <= 1.2)) and np.all(np.abs(s.joint_offset) <= 0.01)
+
+
+def test_torso_com_draws_from_its_own_wider_box_and_leaves_the_other_draws():
+    """The training's torso CoM box (whole_body_tracking's y, z +/-5 cm) reaches sim2sim through the
+    metadata; the torso's offset is replaced, every other draw is the one a report without it made."""
+    spec = load_robot()
+    m0 = spec.load_model()
+    torso = m0.body("torso_link").id
+    wide, _ = domain_randomization_from_metadata(
+        {"torso_com_offset_m": [0.025, 0.05, 0.05], "torso_body": "torso_link"}
+    )
+    offsets = []
+    for seed in range(40):
+        a, b = spec.load_model(), spec.load_model()
+        sa = apply_domain_randomization(a, DomainRandomization(), np.random.default_rng(seed), joint_dofs(a))
+        sb = apply_domain_randomization(b, wide, np.random.default_rng(seed), joint_dofs(b))
+        others = [i for i in range(a.nbody) if i != torso]
+        np.testing.assert_array_equal(a.body_ipos[others], b.body_ipos[others])
+        np.testing.assert_array_equal(sa.joint_offset, sb.joint_offset)
+        offsets.append(b.body_ipos[torso] - m0.body_ipos[torso])
+    off = np.abs(np.array(offsets))
+    assert np.all(off <= [0.03, 0.05, 0.05]) and np.all(off.max(0)[1:] > 0.035)

@@ -11,6 +11,7 @@ from bcg_deploy.motions.motion import Motion
 from bcg_deploy.training.config import TrainConfig, apply_overrides
 
 TINY = [
+    "env.obs_profile=paper",
     "env.num_envs=2",
     "shac.horizon=3",
     "shac.actor_hidden=16,16",

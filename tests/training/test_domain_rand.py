@@ -13,7 +13,7 @@ def test_ranges():
     c = DomainRandCfg()
     p = dr.sample_params(c, 500, 30, 29, "cpu")
     checks = [
-        (p.friction, 0.3, 1.2), (p.base_mass_add, -3, 3), (p.link_mass_scale, 0.8, 1.2),
+        (p.friction, 0.3, 1.6), (p.base_mass_add, -3, 3), (p.link_mass_scale, 0.8, 1.2),
         (p.link_com_offset, -0.03, 0.03), (p.kp_scale, 0.8, 1.2), (p.kd_scale, 0.8, 1.2),
         (p.armature_scale, 0.75, 1.25), (p.joint_friction_scale, 0.5, 1.5), (p.default_joint_offset, -0.01, 0.01),
     ]  # fmt: skip
@@ -29,6 +29,26 @@ def test_ranges():
     assert (r["pos"].abs() <= torch.tensor([0.05, 0.05, 0.01], dtype=torch.float64)).all()
     assert (r["rpy"].abs() <= torch.tensor([0.1, 0.1, 0.2], dtype=torch.float64)).all()
     assert r["joints"].abs().max() <= 0.1
+
+
+def test_ranges_cover_whole_body_tracking():
+    """whole_body_tracking's tracking_env_cfg.py (cd65172) EventCfg: friction static 0.3-1.6 / dynamic 0.3-1.2,
+    joint default offsets +/-0.01 rad, torso_link CoM x +/-2.5, y +/-5, z +/-5 cm, pushes every 1-3 s with
+    its VELOCITY_RANGE; our draws cover each (restitution: its terrain's is 0 under "multiply", so 0)."""
+    torch.manual_seed(1)
+    c = DomainRandCfg()
+    torso = 7
+    p = dr.sample_params(c, 4000, 30, 29, "cpu", torso_index=torso)
+    assert p.friction.min() < 0.31 and p.friction.max() > 1.59
+    com = p.link_com_offset[:, torso]
+    assert (com.abs().amax(0) > torch.tensor([0.029, 0.049, 0.049], dtype=torch.float64)).all()
+    assert (com.abs().amax(0) <= torch.tensor([0.03, 0.05, 0.05], dtype=torch.float64)).all()
+    others = torch.cat([p.link_com_offset[:, :torso], p.link_com_offset[:, torso + 1 :]], dim=1)
+    assert others.abs().max() <= 0.03
+    assert p.default_joint_offset.abs().max() <= 0.01 and p.default_joint_offset.abs().max() > 0.0099
+    half = torch.tensor([0.5, 0.5, 0.2, 0.52, 0.52, 0.78], dtype=torch.float64)
+    assert (dr.sample_push(c, 4000, "cpu").abs().amax(0) > 0.99 * half).all()
+    assert tuple(c.push_interval_s) == (1.0, 3.0)
 
 
 def test_reset_scale_widens_the_same_draws():

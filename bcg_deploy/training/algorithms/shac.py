@@ -69,7 +69,7 @@ class Rollout:
 
     actor_loss: torch.Tensor
     obs: torch.Tensor  # noise-free raw observations of x_0..x_{N-1}
-    obs_norm: torch.Tensor  # the same, normalised (critic input)
+    obs_norm: torch.Tensor  # the critics' input, normalised (the actor's noise-free terms, or the privileged ones)
     rewards: torch.Tensor  # scaled rewards (what the critic regresses)
     raw_rewards: torch.Tensor
     next_values: torch.Tensor
@@ -77,6 +77,7 @@ class Rollout:
     deltas: torch.Tensor  # ADD residuals [N, E, D]
     valid: torch.Tensor  # [N, E] state finite
     stats: dict = field(default_factory=dict)
+    critic_obs: torch.Tensor | None = None  # the critics' raw privileged observations (None: they see ``obs``)
 
 
 def clip_and_sanitize(params: list[torch.Tensor], max_norm: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -136,18 +137,28 @@ class SHAC(nn.Module):
     """Actor, critic ensemble + target, normalisers and optimisers; see the module docstring."""
 
     def __init__(
-        self, cfg: SHACCfg, obs_dim: int, act_dim: int, num_envs: int, world: World | None = None, seed: int = 0
+        self,
+        cfg: SHACCfg,
+        obs_dim: int,
+        act_dim: int,
+        num_envs: int,
+        world: World | None = None,
+        seed: int = 0,
+        critic_obs_dim: int | None = None,
     ) -> None:
         """``num_envs``: this process's envs; ``world``: the data-parallel run (default: one process);
-        ``seed`` seeds the stream of critic minibatch permutations every rank shares."""
+        ``seed`` seeds the stream of critic minibatch permutations every rank shares; ``critic_obs_dim``: the
+        size of the critics' own (privileged) observation, normalised by its own statistics (None: the
+        critics see the actor's observation, noise-free)."""
         super().__init__()
         self.cfg = cfg
         self.world = world if world is not None else World(env_sizes=[int(num_envs)])
         self.actor = Actor(obs_dim, act_dim, cfg.actor_hidden, cfg.init_std)
-        self.critic = CriticEnsemble(obs_dim, cfg.critic_hidden, cfg.num_critics)
+        self.critic = CriticEnsemble(critic_obs_dim or obs_dim, cfg.critic_hidden, cfg.num_critics)
         self.target_critic = copy.deepcopy(self.critic)
         self.target_critic.requires_grad_(False)
         self.obs_normalizer = RunningNormalizer(obs_dim)
+        self.critic_obs_normalizer = RunningNormalizer(critic_obs_dim) if critic_obs_dim is not None else None
         self.ret_normalizer = RunningNormalizer(1)
         self.register_buffer("ret", torch.zeros(num_envs, dtype=torch.float64))
         self.actor_optimizer = fused_adam(self.actor.parameters(), cfg.actor_lr, cfg.betas)
@@ -190,6 +201,12 @@ class SHAC(nn.Module):
 
     def normalize(self, obs: torch.Tensor) -> torch.Tensor:
         return self.obs_normalizer(obs) if self.cfg.normalize_obs else obs
+
+    def normalize_critic(self, obs: torch.Tensor) -> torch.Tensor:
+        """The critics' input: their own observation by its own statistics, or the actor's by the actor's."""
+        if self.critic_obs_normalizer is None:
+            return self.normalize(obs)
+        return self.critic_obs_normalizer(obs) if self.cfg.normalize_obs else obs
 
     def reward_scale(self) -> torch.Tensor:
         """The reward scale 1 / sqrt(var(return) + 1e-6) (1 before two returns were seen, or without return
@@ -239,23 +256,24 @@ class SHAC(nn.Module):
         gamma = cfg.gamma
         scale = self.reward_scale()
         env.detach()
-        obs = env.observe()
+        obs, cobs = env.observe(), env.observe_critic()
         dt = obs.dtype
         rew_acc = torch.zeros(e, dtype=dt, device=obs.device)
         disc = torch.ones(e, dtype=dt, device=obs.device)
         loss = torch.zeros((), dtype=dt, device=obs.device)
-        keys = ("obs", "obs_norm", "rew", "raw", "obs_next_norm", "terminated", "done", "delta", "valid")
+        keys = ("obs", "obs_norm", "rew", "raw", "obs_next_norm", "terminated", "done", "delta", "valid", "cobs")
         bufs: dict[str, list] = {k: [] for k in keys}
         acc: dict[str, list] = {k: [] for k in ("diverged", "fell", "strayed", "timeout", "ep_len", "ep_ret")}
         stats = {"tracking_error": [], "reward_add": [], "reward_action_rate": [], "foot_force": [], "transition": {}}
         act_dim = self.actor.act_dim
         for t in range(n):
-            obs_n = self.normalize(obs)
+            obs_n = self.normalize_critic(obs if cobs is None else cobs)
             eps = env.rng.rows().randn(act_dim, dtype=dt)
             action = self.actor.sample(self.normalize(env.noisy(obs)), eps=eps)[0]
             out = env.step(action)
             r = out.reward * scale
-            obs_next_n = self.normalize(out.obs_before_reset)
+            reached = out.obs_before_reset if out.critic_obs_before_reset is None else out.critic_obs_before_reset
+            obs_next_n = self.normalize_critic(reached)
             v_next = self._bootstrap_values(obs_next_n, out.done, last=t == n - 1, every_row=env.fixed_shapes)
             v_next = torch.where(out.terminated, torch.zeros_like(v_next), v_next)
             rew_acc = rew_acc + disc * r
@@ -275,6 +293,8 @@ class SHAC(nn.Module):
             bufs["done"].append(out.done)
             bufs["delta"].append(out.delta)
             bufs["valid"].append(out.valid)
+            if cobs is not None:
+                bufs["cobs"].append(cobs.detach())
             info = out.info
             stats["tracking_error"].append(info["tracking_error"])
             stats["reward_add"].append(info["reward_add"])
@@ -290,9 +310,9 @@ class SHAC(nn.Module):
             acc["timeout"].append(out.timeout)
             acc["ep_len"].append(info["episode_len"])
             acc["ep_ret"].append(info["episode_return"])
-            obs = out.obs
+            obs, cobs = out.obs, out.critic_obs
         loss = loss / (n * self.world.total_envs)
-        stack = {k: torch.stack(v) for k, v in bufs.items()}
+        stack = {k: torch.stack(v) for k, v in bufs.items() if v}
         with torch.no_grad():  # V_target(x_{t+1}) of every step for the TD targets: one batched evaluation
             nv = self.target_critic(stack["obs_next_norm"].reshape(n * e, -1)).reshape(n, e)
             nv = torch.where(stack["terminated"], torch.zeros_like(nv), nv)
@@ -310,6 +330,7 @@ class SHAC(nn.Module):
             deltas=stack["delta"],
             valid=stack["valid"],
             stats=stats,
+            critic_obs=stack.get("cobs"),
         )
 
     def _bootstrap_values(self, obs_n: torch.Tensor, done: torch.Tensor, last: bool, every_row: bool) -> torch.Tensor:
@@ -466,10 +487,14 @@ class SHAC(nn.Module):
         from the per-env discounted return of the raw rewards. Both merged exactly over ranks."""
         w = self.world
         if self.cfg.normalize_obs:
-            x = roll.obs.reshape(-1, roll.obs.shape[-1]).double()
-            use = roll.valid.reshape(-1) & torch.isfinite(x).all(dim=1)
-            x = x[first_true(use, int(use.sum()))]  # one host read: the number of rows
-            self.obs_normalizer.update_moments(*world_moments(w, x))
+            pairs = [(self.obs_normalizer, roll.obs)]
+            if self.critic_obs_normalizer is not None:
+                pairs.append((self.critic_obs_normalizer, roll.critic_obs))
+            for normalizer, obs in pairs:
+                x = obs.reshape(-1, obs.shape[-1]).double()
+                use = roll.valid.reshape(-1) & torch.isfinite(x).all(dim=1)
+                x = x[first_true(use, int(use.sum()))]  # one host read: the number of rows
+                normalizer.update_moments(*world_moments(w, x))
         if self.cfg.normalize_returns:
             ret = self.ret
             rets = []

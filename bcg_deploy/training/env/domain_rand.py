@@ -60,9 +60,17 @@ def _rows(num: int, device, draw: Draw | None) -> Draw:
 
 
 def sample_params(
-    cfg: DomainRandCfg, num_envs: int, num_bodies: int, num_joints: int, device, draw: Draw | None = None
+    cfg: DomainRandCfg,
+    num_envs: int,
+    num_bodies: int,
+    num_joints: int,
+    device,
+    draw: Draw | None = None,
+    torso_index: int | None = None,
 ) -> EnvParams:
-    """Draw parameters for ``num_envs`` envs (float64; nominal when ``cfg.enabled`` is False)."""
+    """Draw parameters for ``num_envs`` envs (float64; nominal when ``cfg.enabled`` is False).
+    ``torso_index``: the body that draws its CoM offset from ``cfg.torso_com_offset`` (per-axis maximum with
+    ``cfg.link_com_offset``), drawn after every other field."""
     E, NB, J = num_envs, num_bodies, num_joints
     if not cfg.enabled:
         one = torch.ones((), dtype=torch.float64, device=device)
@@ -80,7 +88,7 @@ def sample_params(
         )
     c = cfg.link_com_offset
     d = _rows(E, device, draw)
-    return EnvParams(
+    params = EnvParams(
         friction=d.uniform(*cfg.friction),
         base_mass_add=d.uniform(*cfg.base_mass_add),
         link_mass_scale=d.uniform(*cfg.link_mass_scale, NB),
@@ -92,6 +100,10 @@ def sample_params(
         default_joint_offset=d.uniform(-cfg.default_joint_offset, cfg.default_joint_offset, J),
         action_latency=d.randint(cfg.action_latency[0], cfg.action_latency[1] + 1),
     )
+    if torso_index is not None:
+        half = _const(tuple(max(c, h) for h in cfg.torso_com_offset), torch.device(device))
+        params.link_com_offset[:, torso_index] = (2.0 * d.rand(3) - 1.0) * half
+    return params
 
 
 RESET_FIELDS = ("default_joint_offset", "action_latency")

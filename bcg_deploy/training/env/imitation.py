@@ -33,8 +33,9 @@ import numpy as np
 import torch
 
 from bcg_deploy.diffsim.config import resolve_device
+from bcg_deploy.errors import BcgdError
 from bcg_deploy.motions.motion import Motion
-from bcg_deploy.observations.profile import make_observation
+from bcg_deploy.observations.profile import PrivilegedObservation, make_observation
 from bcg_deploy.robots import RobotSpec
 from bcg_deploy.rotations.quat_torch import axis_angle_quat, quat_mul, quat_normalize, quat_to_mat
 from bcg_deploy.training.config import TrainConfig
@@ -132,6 +133,8 @@ class StepOut:
     delta: torch.Tensor  # [E, D] detached ADD residual (discriminator negatives)
     valid: torch.Tensor  # [E] bool: state finite (delta usable)
     info: dict[str, torch.Tensor]
+    critic_obs: torch.Tensor | None = None  # [E, C] the critics' observation after resets (None: ``obs``)
+    critic_obs_before_reset: torch.Tensor | None = None  # [E, C] of the state reached (None: ``obs_before_reset``)
 
 
 def _motion_tensor(motion: Motion, name: str, dtype: torch.dtype, device) -> torch.Tensor:
@@ -176,6 +179,11 @@ class ImitationEnv:
         self._reads_action = self.obs_profile != "paper"
         self.kin = self.obs_module.kinematics
         self.obs_dim = self.obs_module.obs_dim
+        self.critic_module: PrivilegedObservation | None = None
+        """The critics' own observation (asymmetric actor-critic), or None: they see the actor's, noise-free."""
+        if cfg.algo == "shac" and self._reads_action and cfg.env.critic_obs == "privileged":
+            self.critic_module = PrivilegedObservation(robot, motion, self.dtype).to(self.device)
+        self.critic_obs_dim = self.obs_dim if self.critic_module is None else self.critic_module.obs_dim
         self.num_actions = robot.num_joints
         self.num_bodies = len(robot.body_names)
         t = lambda x: torch.as_tensor(np.asarray(x, dtype=np.float64)).to(self.device, self.dtype)  # noqa: E731
@@ -206,8 +214,11 @@ class ImitationEnv:
         self.episode_return = torch.zeros(E, dtype=torch.float64, device=self.device)
         self.last_action = torch.zeros(E, self.num_actions, dtype=self.dtype, device=self.device)
         self.push_timer = torch.zeros(E, dtype=torch.long, device=self.device)
+        if cfg.domain_rand.torso_body not in robot.body_names:
+            raise BcgdError(f"domain_rand.torso_body {cfg.domain_rand.torso_body!r}: expected a body of {robot.name}")
+        self.torso_index = robot.body_names.index(cfg.domain_rand.torso_body)
         self.params = dr.sample_params(
-            cfg.domain_rand, E, self.num_bodies, robot.num_joints, self.device, draw=self.rng.rows()
+            cfg.domain_rand, E, self.num_bodies, robot.num_joints, self.device, self.rng.rows(), self.torso_index
         )
         self.sim_params_applied = apply_params_to_sim(self.sim, self.robot, self.params)
         self._nan_countdown = -1
@@ -352,12 +363,21 @@ class ImitationEnv:
             return self.obs_module(q, qd, frame, last_action, transforms=transforms)
         return self.obs_module(q, qd, frame, transforms=transforms)
 
+    def observe_critic(self) -> torch.Tensor | None:
+        """The critics' observation [E, C] of the current state, or None when they see the actor's."""
+        if self.critic_module is None:
+            return None
+        return self.critic_module(self.q, self.qd, self.frame, self.last_action)
+
     @torch.no_grad()
-    def _fresh_observation(self, rows: torch.Tensor) -> torch.Tensor:
-        """Observation [n, O] of the just-reset ``rows`` alone. Their state, frame and last action are fresh
-        detached draws, so nothing upstream has a gradient through them (the same maths as observing all E
-        rows and selecting these, at n/E of the forward cost and none of the backward)."""
-        return self._observation(self.q[rows], self.qd[rows], self.last_action[rows], frame=self.frame[rows])
+    def _fresh_observation(self, rows: torch.Tensor, critic: bool = False) -> torch.Tensor:
+        """Observation [n, O] (the critics' with ``critic``) of the just-reset ``rows`` alone. Their state,
+        frame and last action are fresh detached draws, so nothing upstream has a gradient through them (the
+        same maths as observing all E rows and selecting these, at n/E of the forward cost and no backward)."""
+        q, qd, a, f = self.q[rows], self.qd[rows], self.last_action[rows], self.frame[rows]
+        if critic:
+            return self.critic_module(q, qd, f, a)
+        return self._observation(q, qd, a, frame=f)
 
     def noisy(self, obs: torch.Tensor) -> torch.Tensor:
         """The actor's training input: per-term noise U(-n, n) (scaled) when enabled."""
@@ -438,6 +458,9 @@ class ImitationEnv:
         timeout = (self.frame >= self.num_frames - 1) & ~terminated
         done = terminated | timeout
         obs_before = self._observation(q_next, qd_next, action, transforms)
+        critic_before = None
+        if self.critic_module is not None:
+            critic_before = self.critic_module(q_next, qd_next, self.frame, action, transforms=transforms)
         with torch.no_grad():
             self.episode_return = self.episode_return + reward.detach().double()
             info = {
@@ -454,15 +477,19 @@ class ImitationEnv:
             }
         self.last_action = action
         self.q, self.qd = q_next, qd_next
-        obs = obs_before
+        obs, critic_obs = obs_before, critic_before
         if self.fixed_shapes or bool(done.any()):
             self.q, self.qd = self._reset_rows(done, self.q, self.qd)
             self.transition.reset(done)
             if self.fixed_shapes:  # no host read: every row observed, the reset ones selected
                 obs = torch.where(done[:, None], self.observe(), obs_before)
+                if critic_before is not None:
+                    critic_obs = torch.where(done[:, None], self.observe_critic(), critic_before)
             else:
                 rows = done.nonzero().squeeze(-1)
                 obs = obs_before.index_copy(0, rows, self._fresh_observation(rows))
+                if critic_before is not None:
+                    critic_obs = critic_before.index_copy(0, rows, self._fresh_observation(rows, critic=True))
         return StepOut(
             obs=obs,
             reward=reward,
@@ -473,6 +500,8 @@ class ImitationEnv:
             delta=delta.detach(),
             valid=~bad,
             info=info,
+            critic_obs=critic_obs,
+            critic_obs_before_reset=critic_before,
         )
 
     def _push(self, q: torch.Tensor, qd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
