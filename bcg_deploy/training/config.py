@@ -75,14 +75,16 @@ class EnvCfg:
     (METHOD.md terminates on falls only). Stops a policy from buying episode length by giving up on a
     travelling clip (run), where the reference runs away from a robot that only keeps its balance."""
     action_scale: float | None = None
-    """One action scale for every joint (rad): ``q_target = default + action_scale * a``; None: the robot's
-    own per-joint scale (0.25 x effort / kp, the deployed trackers' recipe). An earlier version of the
-    paper's parameter table gives 0.4. Recorded in run.pt and written into the ONNX like the robot's own."""
+    """One action scale for every joint (rad): ``q_target = default + action_scale * a``, in place of the
+    per-joint scale and ``action_scale_factor``; None: the robot's own per-joint scale (0.25 x effort / kp, the
+    deployed trackers' recipe) times the factor. An earlier version of the paper's parameter table gives 0.4.
+    Recorded in run.pt and written into the ONNX like the robot's own."""
     action_scale_factor: float = 2.0
     """Multiplies the robot's own per-joint scale (2.0: 0.5 x effort / kp). The tanh bounds |a| <= 1, so this
     is the reach of the PD target; trackers with unbounded Gaussian actions (BeyondMimic) reach past 1 x
     scale, and at 1 x the PD target cannot reach 39-44 % of the LAFAN1 windows' joint-frames (18-25 % at 2 x).
-    Not with ``action_scale``. Recorded in run.pt and the ONNX as the resulting per-joint scale."""
+    Unused when ``action_scale`` is set or the observation profile fixes the scale (holosoma). Recorded in
+    run.pt and the ONNX as the resulting per-joint scale."""
     obs_profile: str = "beyondmimic_wose"
     """The actor's observation profile (``bcg_deploy.profiles``): beyondmimic_wose (the default: what
     motion_tracking_controller builds without a state estimator), beyondmimic, unitree (what those deploy
@@ -398,10 +400,6 @@ class TrainConfig:
                 0 < self.env.action_scale_factor < float("inf"),
                 f"env.action_scale_factor must be a positive number, got {self.env.action_scale_factor}",
             ),
-            (
-                self.env.action_scale is None or self.env.action_scale_factor == 1.0,
-                "env.action_scale and env.action_scale_factor: give one, not both",
-            ),
             (self.shac.horizon >= 1, "shac.horizon must be >= 1"),
             (self.runner.iterations >= 1, "runner.iterations must be >= 1"),
             (self.runner.save_every >= 1, "runner.save_every must be >= 1"),
@@ -419,10 +417,7 @@ class TrainConfig:
             (
                 self.env.obs_profile not in PROFILES
                 or PROFILES[self.env.obs_profile].action_scale is None
-                or (
-                    self.env.action_scale in (None, PROFILES[self.env.obs_profile].action_scale)
-                    and self.env.action_scale_factor == 1.0
-                ),
+                or self.env.action_scale in (None, PROFILES[self.env.obs_profile].action_scale),
                 f"env.action_scale: profile {self.env.obs_profile} fixes it (its stack applies its own constant, "
                 "not the exported one); leave env.action_scale and env.action_scale_factor unset",
             ),  # fmt: skip
@@ -595,12 +590,12 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
 
 
 def training_robot(cfg: TrainConfig) -> RobotSpec:
-    """The robot a run trains: the packaged ``cfg.robot`` with ``env.action_scale`` or
-    ``env.action_scale_factor`` applied (when set), then the default pose and action scale the observation
+    """The robot a run trains: the packaged ``cfg.robot`` with ``env.action_scale`` (when set) or its own
+    per-joint scale times ``env.action_scale_factor``, then the default pose and action scale the observation
     profile fixes (``ObsProfile.pin``: a stack that applies its own constants, e.g. holosoma)."""
     robot = load_robot(cfg.robot)
-    if cfg.env.action_scale_factor != 1.0:
-        robot = robot.with_action_scale(robot.action_scale * cfg.env.action_scale_factor)
-    else:
+    if cfg.env.action_scale is not None:
         robot = robot.with_action_scale(cfg.env.action_scale)
+    else:
+        robot = robot.with_action_scale(robot.action_scale * cfg.env.action_scale_factor)
     return PROFILES[cfg.env.obs_profile].pin(robot) if cfg.env.obs_profile in PROFILES else robot

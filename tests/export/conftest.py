@@ -129,11 +129,11 @@ def make_profile_payload(robot, motion, profile: str, actor_seed: int = 0) -> di
 
 
 def _checkpoint(robot, motion, om, actor, norm, critics, profile: str | None = None) -> dict:  # noqa: ANN001
-    """An export-ready checkpoint dict of these networks (default config; ``profile``: env.obs_profile)."""
+    """An export-ready checkpoint dict of these networks (default config; ``profile``: env.obs_profile, paper
+    unless given)."""
     cfg = TrainConfig()
     cfg.shac.actor_hidden = actor.hidden
-    if profile is not None:
-        cfg.env.obs_profile = profile
+    cfg.env.obs_profile = "paper" if profile is None else profile
     plain = to_dict(cfg)
     plain["sim"]["control_dt"] = cfg.sim.physics_dt * cfg.sim.substeps
     return build_checkpoint(

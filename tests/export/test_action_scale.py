@@ -23,7 +23,8 @@ from tests.export.conftest import make_payload
 
 def test_training_robot_applies_the_uniform_scale(robot):
     cfg = TrainConfig()
-    assert training_robot(cfg).action_scale is robot.action_scale  # None: the packaged robot, unchanged
+    cfg.env.action_scale_factor = 1.0
+    np.testing.assert_array_equal(training_robot(cfg).action_scale, robot.action_scale)  # the packaged scale
     cfg.env.action_scale = 0.4
     r = training_robot(cfg)
     np.testing.assert_array_equal(r.action_scale, np.full(29, 0.4))
@@ -45,9 +46,8 @@ def test_training_robot_applies_the_scale_factor(robot):
         cfg.env.action_scale_factor = bad
         with pytest.raises(BcgdError, match="env.action_scale_factor must be a positive number"):
             cfg.validate()
-    cfg.env.action_scale_factor, cfg.env.action_scale = 2.0, 0.4
-    with pytest.raises(BcgdError, match="give one, not both"):
-        cfg.validate()
+    cfg.env.action_scale_factor, cfg.env.action_scale = 2.0, 0.4  # a uniform scale replaces the factor's
+    np.testing.assert_array_equal(training_robot(cfg.validate()).action_scale, np.full(29, 0.4))
 
 
 def test_checkpoint_records_and_checks_the_scale(tmp_path, robot, motion):

@@ -202,10 +202,11 @@ def test_holosoma_training_robot_is_pinned_and_recorded():
     np.testing.assert_array_equal(robot.default_joint_pos, get_profile("holosoma").default_joint_pos)
     assert np.all(robot.action_scale == 1.0)
     assert not np.array_equal(load_robot("g1").default_joint_pos, robot.default_joint_pos)
-    for bad in ("env.action_scale=0.5", "env.action_scale_factor=2.0"):
-        with pytest.raises(BcgdError, match="profile holosoma fixes it"):
-            tiny_cfg("env.obs_profile=holosoma", bad).validate()
+    with pytest.raises(BcgdError, match="profile holosoma fixes it"):
+        tiny_cfg("env.obs_profile=holosoma", "env.action_scale=0.5").validate()
     tiny_cfg("env.obs_profile=holosoma", "env.action_scale=1.0").validate()
+    factor = training_robot(tiny_cfg("env.obs_profile=holosoma", "env.action_scale_factor=3.0").validate())
+    assert np.all(factor.action_scale == 1.0)  # the profile's scale, whatever the (default) factor
     ck = {"robot": {**robot.identity(), "action_scale": list(robot.action_scale),
                     "default_joint_pos": list(robot.default_joint_pos)}}  # fmt: skip
     back = ckpt_io.robot_of_checkpoint(ck, load_robot("g1"))

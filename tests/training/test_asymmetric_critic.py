@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from bcg_deploy.observations.profile import PrivilegedObservation
 from bcg_deploy.robots import load_robot
-from bcg_deploy.training.add import ADD
-from bcg_deploy.training.env import ImitationEnv
-from bcg_deploy.training.profile_obs import PrivilegedObservation
-from bcg_deploy.training.shac import SHAC
+from bcg_deploy.training.algorithms.shac import SHAC
+from bcg_deploy.training.env.add import ADD
+from bcg_deploy.training.env.imitation import ImitationEnv
 
 from .conftest import tiny_cfg
 
