@@ -15,6 +15,7 @@ from bcg_deploy.export import ExportConfig, export_policy, inspect_policy
 from bcg_deploy.export.parity import clip_states, raw_inputs
 from bcg_deploy.observations.paper import ObservationModule
 from bcg_deploy.training.checkpoint import MOTION_ARRAYS, load_checkpoint
+from bcg_deploy.training.config import TrainConfig
 from bcg_deploy.training.networks import Actor
 from bcg_deploy.training.normalizer import RunningNormalizer
 from tests.export.conftest import one_torch_thread
@@ -158,9 +159,10 @@ def test_paper_export_metadata(raw_export, robot, motion):
     assert json.loads(meta["bcgd.robot"]) == robot.identity()
     training = json.loads(meta["bcgd.training"])
     assert training["kappa"] == 300.0 and training["iterations"] == 0 and "enabled" in training["bundling"]
-    assert training["obs_noise_scale"] == 1.0
+    assert training["obs_noise_scale"] == TrainConfig().env.obs_noise_scale
     dr = json.loads(meta["bcgd.domain_randomization"])
-    assert dr["friction"] == [0.3, 1.2] and dr["com_offset_m"] == [-0.03, 0.03]
+    assert dr["friction"] == [0.3, 1.6] and dr["com_offset_m"] == [-0.03, 0.03]
+    assert dr["torso_com_offset_m"] == [0.025, 0.05, 0.05] and dr["torso_body"] == "torso_link"
     assert dr["reset_rot"] == [0.1, 0.1, 0.2] and dr["reset_scale"] == 1.0
     assert json.loads(meta["bcgd.push"])["interval_s"] == [1.0, 3.0]
     assert json.loads(meta["bcgd.action"])["scale"] == list(robot.action_scale)

@@ -50,12 +50,12 @@ import torch
 
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.export import ExportConfig, export_policy
+from bcg_deploy.observations.profile import ProfileObservation
 from bcg_deploy.profiles import get_profile
 from bcg_deploy.robots import load_robot
 from bcg_deploy.training.checkpoint import load_checkpoint, robot_of_checkpoint
 from bcg_deploy.training.networks import Actor
 from bcg_deploy.training.normalizer import RunningNormalizer
-from bcg_deploy.observations.profile import ProfileObservation
 from tests.conftest import REPO
 
 _LEG = ("hip_pitch", "hip_roll", "hip_yaw", "knee", "ankle_pitch", "ankle_roll")

@@ -44,11 +44,11 @@ import torch
 import yaml
 
 from bcg_deploy.export import unitree_rl_lab as url
+from bcg_deploy.observations.profile import ProfileObservation
 from bcg_deploy.robots import load_robot
-from bcg_deploy.training.checkpoint import load_checkpoint
+from bcg_deploy.training.checkpoint import load_checkpoint, robot_of_checkpoint
 from bcg_deploy.training.networks import Actor
 from bcg_deploy.training.normalizer import RunningNormalizer
-from bcg_deploy.observations.profile import ProfileObservation
 
 from .test_replica_unitree_rl_mjlab import DeployError, StateMimicReplica, _qmat, _torso, _yaw
 
@@ -228,7 +228,7 @@ def test_state_mimic_loads_and_drives_our_export(tiny_unitree, tmp_path):
     fd = (a["joint_pos"][1:] - a["joint_pos"][:-1]) * 50.0
     np.testing.assert_allclose(rep.motion.dof_vel[:-1], fd, atol=2e-4)  # forward differences of the CSV
     assert np.all(a["joint_pos"][0, 12:15] == 0.0)  # waist at the start: the anchor alignment is training's
-    robot = load_robot("g1")
+    robot = robot_of_checkpoint(ck, load_robot("g1"))  # the scale the run trained with
     om = ProfileObservation(robot, ck["motion_arrays"], "unitree", dtype=torch.float64)
     actor = Actor.from_state_dict(ck["actor"]).double()
     norm = RunningNormalizer.from_state_dict(ck["obs_normalizer"]).double()
