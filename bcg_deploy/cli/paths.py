@@ -42,13 +42,3 @@ def find_checkpoint(path: Path) -> tuple[Path, str | None]:
         others = ", ".join(str(p) for p in found[1:4]) + (", ..." if len(found) > 4 else "")
         note += f" (the newest of {len(found)}; also {others})"
     return found[0], note
-
-
-def next_free_dir(base: Path, taken: str = "run.pt") -> Path:
-    """``base`` when it holds no ``taken`` file, else the first of ``base-2``, ``base-3``, ... that holds none."""
-    if not (base / taken).exists():
-        return base
-    n = 2
-    while (base.with_name(f"{base.name}-{n}") / taken).exists():
-        n += 1
-    return base.with_name(f"{base.name}-{n}")

@@ -15,8 +15,9 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn
 
 from bcg_deploy.cli import app, console, err_console
-from bcg_deploy.cli.paths import RUNS_DIR, check_writable, find_checkpoint, next_free_dir
+from bcg_deploy.cli.paths import RUNS_DIR, find_checkpoint
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.rundir import claim_for_training
 from bcg_deploy.training.config import (
     TASKS,
     TrainConfig,
@@ -152,7 +153,7 @@ def build_config(
             if duration is not None:
                 cfg.motion.duration_s = duration
         default_dir = RUNS_DIR / (Path(motion).stem if motion else (task or cfg.motion.task))
-        cfg.runner.out_dir = str(out) if out is not None else str(next_free_dir(default_dir))
+        cfg.runner.out_dir = str(out) if out is not None else str(default_dir)  # claimed (or -2, -3...) in train
     if out is not None:
         cfg.runner.out_dir = str(out)
     for value, setter in (
@@ -190,7 +191,7 @@ def build_config(
             notes.append(note)
     else:
         run_pt = Path(cfg.runner.out_dir) / CHECKPOINT_NAME
-        if run_pt.exists() and not force:
+        if out is not None and run_pt.exists() and not force:
             raise BcgdError(
                 f"--out {cfg.runner.out_dir}: it holds a run ({run_pt}); continue it with --resume {run_pt}, "
                 "pick another --out, or overwrite it with --force"
@@ -276,9 +277,16 @@ def train_cmd(
     kappa: float | None = typer.Option(None, "--kappa", help="Contact stiffness 1/m.", show_default="300"),
     seed: int | None = typer.Option(None, "--seed", help="Random seed.", show_default="0"),
     out: Path | None = typer.Option(
-        None, "--out", help="Run folder (default runs/TASK, or runs/TASK-2, -3, ... when that holds a run)."
+        None,
+        "--out",
+        help="Run folder (default runs/TASK, or runs/TASK-2, -3, ... when that holds a run or is in use).",
     ),
-    force: bool = typer.Option(False, "--force", help="Overwrite the run in --out DIR instead of refusing."),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Overwrite the run in --out DIR (its files are removed first) instead of refusing; never a run being "
+        "written.",
+    ),
     save_every: int | None = typer.Option(
         None, "--save-every", help="Write run.pt every K iterations.", show_default="50"
     ),
@@ -375,7 +383,12 @@ def train_cmd(
         cfg.runner.deterministic = True
     from bcg_deploy.training.runner import train
 
-    run_dir = check_writable(Path(cfg.runner.out_dir), "the run folder", is_dir=True)
+    claim = claim_for_training(cfg.runner.out_dir, out is None and resume is None, resume is not None, force, node_rank)
+    if claim is not None:  # this process writes the folder (or starts the ranks that do): held to the end
+        cfg.runner.out_dir = str(claim.path)
+        for note in claim.notes:
+            err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
+    run_dir = Path(cfg.runner.out_dir)
     if out is None and "WORLD_SIZE" not in os.environ:  # ranks started from this argv train in the same folder
         sys.argv = [*sys.argv, "--out", cfg.runner.out_dir]
     _stop_signal_interrupts()
