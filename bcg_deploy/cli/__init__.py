@@ -6,8 +6,11 @@ one-line ``error:`` message and exit code 2, never a traceback.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import sys
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -93,8 +96,9 @@ def _is_number(word: str) -> bool:
 JSON_OPTION = typer.Option(None, "--json", help="Also write the result as JSON to this file ('-': stdout only).")
 
 
-def json_out(text: str, path: str | os.PathLike | None) -> None:
-    """``--json PATH`` in every command: ``-`` prints the JSON to stdout, a path writes it atomically."""
+def json_out(text: str, path: str | os.PathLike | None, overwrite: bool = True, flag: str = "--force") -> None:
+    """``--json PATH`` in every command: ``-`` prints the JSON to stdout, a path writes it atomically (only
+    over a regular file; with ``overwrite=False`` only where none is, see ``fileio``)."""
     from bcg_deploy.fileio import atomic_write_bytes
 
     if path is None:
@@ -102,8 +106,9 @@ def json_out(text: str, path: str | os.PathLike | None) -> None:
     if str(path) == "-":
         typer.echo(text.rstrip("\n"))
         return
-    written = atomic_write_bytes(path, (text.rstrip("\n") + "\n").encode())
-    err_console.print(f"wrote {written}", highlight=False)
+    written = atomic_write_bytes(path, (text.rstrip("\n") + "\n").encode(), "--json", overwrite, flag)
+    err_console.print(f"wrote {path}" + (f" (the file its link points to: {written})" if written != Path(path) else ""),
+                      highlight=False)  # fmt: skip
 
 
 def _register() -> None:
@@ -140,10 +145,32 @@ def _import_mujoco() -> None:
         )
 
 
+WRITE_ERRORS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO, errno.EPIPE}
+"""Errors of a write that ran out of room (disk full, file too large, quota), failed, or lost its reader."""
+
+
+def _stream_failed(exc: OSError) -> None:
+    """A write to standard output failed (``bcgd ... --json - > /dev/full``, a closed pipe): one line, exit 2.
+    Standard output goes to /dev/null for the rest, so that Python's own flush at exit fails no more."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    if exc.errno == errno.EPIPE:  # the reader went away (``| head``): nothing more to say
+        sys.exit(2)
+    _fail(f"cannot write {exc.filename or 'to standard output'}: {exc.strerror or exc}")
+
+
 def main() -> None:
     _import_mujoco()
     _register()
     try:
-        app(args=fill_bare_values(sys.argv[1:]), prog_name="bcgd")
+        try:
+            app(args=fill_bare_values(sys.argv[1:]), prog_name="bcgd")
+        finally:
+            sys.stdout.flush()  # here, not at interpreter exit, where a failure is a traceback
     except BcgdError as exc:
         _fail(str(exc))
+    except OSError as exc:
+        if exc.errno not in WRITE_ERRORS:
+            raise
+        _stream_failed(exc)

@@ -10,6 +10,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from bcg_deploy.cli import JSON_OPTION, app, console, err_console, json_out
 from bcg_deploy.cli.paths import check_writable
 
+FELL_EXIT = 3  # sim2sim.report.FELL_EXIT, here without importing the simulator for --help (a test keeps them equal)
+
 
 def speed(sim_s: float, wall_s: float) -> str:
     """The real-time factor, to two significant figures (``0.2x``, ``3.4x``, ``27x``, ``150x``)."""
@@ -58,6 +60,15 @@ def sim2sim(
     ),
     keep_going: bool = typer.Option(False, "--continue-after-fall", help="Do not stop a run when it falls."),
     force: bool = typer.Option(False, "--force", help="Run even if the policy's robot model hash differs."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace existing --json, --plot and --video files (else refused before any run)."
+    ),
+    fail_on_fall: bool = typer.Option(
+        False,
+        "--fail-on-fall",
+        help=f"Exit with code {FELL_EXIT} when any run fell (after writing the report), so that a script or CI can "
+        "gate a deploy on it. Without it the exit code is 0 whatever the runs did.",
+    ),
     json_path: Path | None = JSON_OPTION,
     plot_path: Path | None = typer.Option(None, "--plot", help="Write a PNG of the error over time."),
     video_path: Path | None = typer.Option(
@@ -101,11 +112,12 @@ def sim2sim(
     out = err_console if to_stdout else console
     for path, what in ((json_path, "--json"), (plot_path, "--plot")):
         if path is not None and str(path) != "-":
-            check_writable(path, what)
+            check_writable(path, what, overwrite=overwrite, flag="--overwrite")
     if video_path is not None:
         from bcg_deploy.sim2sim.video import VideoRecorder
 
-        VideoRecorder(video_path, fps=50.0, width=width, height=height)  # checks format, imageio, path up front
+        # checks format, imageio, path up front
+        VideoRecorder(video_path, fps=50.0, width=width, height=height, overwrite=overwrite)
     setup = prepare(policy, cfg)  # every input checked before the progress bar and the worker processes start
     bar = Progress(
         TextColumn("sim2sim"),
@@ -127,8 +139,9 @@ def sim2sim(
             progress=lambda done, total, text: bar.update(task, completed=done, total=total, text=text),
             video_size=(width, height),
             setup=setup,
+            overwrite=overwrite,
         )
-    json_out(report.to_json(), json_path)
+    json_out(report.to_json(), json_path, overwrite=overwrite, flag="--overwrite")
     out.print(report.table())
     for note in [*report.settings["notes"], report.fall_starts()]:
         if note:
@@ -142,7 +155,12 @@ def sim2sim(
         highlight=False,
     )
     if plot_path is not None:
-        out.print(f"wrote {report.plot(plot_path)}")
+        report.plot(plot_path, overwrite=overwrite)
+        out.print(f"wrote {plot_path}")
     if video_path is not None:
         v = x["video"]
         out.print(f"wrote {v['path']} ({v['frames']} frames, {v['backend']})" if v["path"] else "no video frames")
+    if fail_on_fall and report.any_fell:
+        a = report.aggregate
+        err_console.print(f"{a['falls']} of {a['runs']} runs fell (--fail-on-fall): exit {FELL_EXIT}", highlight=False)
+        raise typer.Exit(FELL_EXIT)

@@ -25,7 +25,8 @@ from bcg_deploy.export.graph import (
     trace_module,
 )
 from bcg_deploy.export.metadata import build_metadata, timing
-from bcg_deploy.fileio import atomic_write_bytes
+from bcg_deploy.fileio import atomic_write_bytes, check_output
+from bcg_deploy.integrity import HASH_KEY, seal
 from bcg_deploy.profiles import get_profile, profile_of_config
 from bcg_deploy.robots import ROBOTS, RobotSpec, load_robot
 from bcg_deploy.training.checkpoint import EXPORT_KEYS, check_robot_identity, load_checkpoint, robot_of_checkpoint
@@ -58,6 +59,9 @@ class ExportConfig:
     """Maximum absolute onnxruntime-vs-torch error on any output (raw signature with the float32
     observation: also its error against the same module in float64; else the float64 observation)."""
     seed: int = 0
+    overwrite: bool = False
+    """Replace an existing ``output`` (and unitree side files); False: an existing one is a one-line error
+    (``bcgd export --force`` sets it)."""
 
 
 @dataclass
@@ -88,10 +92,11 @@ def load_for_export(checkpoint: Path) -> tuple[dict, RobotSpec]:
     return ckpt, robot
 
 
-def _check_writable(path: Path) -> None:
+def _check_writable(path: Path, overwrite: bool) -> None:
     parent = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
         raise BcgdError(f"cannot write {path}: it is a directory (expected a .onnx file path)")
+    check_output(path, "the policy", overwrite)
     if not parent.is_dir():
         raise BcgdError(f"cannot write {path}: folder {parent} does not exist")
     probe = parent / f".{path.name}.probe-{os.getpid()}"
@@ -195,7 +200,7 @@ def export_policy(cfg: ExportConfig) -> ExportResult:
     if cfg.inputs not in (None, "raw", "obs"):
         raise BcgdError(f"--inputs {cfg.inputs!r}: expected raw or obs")
     out = Path(cfg.output)
-    _check_writable(out)
+    _check_writable(out, cfg.overwrite)
     ckpt, robot = load_for_export(Path(cfg.checkpoint))
     trained = profile_of_config(ckpt["config"])
     profile = get_profile(cfg.profile or trained)
@@ -249,9 +254,10 @@ def export_policy(cfg: ExportConfig) -> ExportResult:
         model.metadata_props.add(key=k, value=v)
     model.doc_string = f"bcg-deploy policy ({signature} inputs) for {robot.name}, motion {ckpt['motion'].get('name')}"
     onnx.checker.check_model(model, full_check=True)
-    data = model.SerializeToString()
+    data = seal(model)
+    meta[HASH_KEY] = model.metadata_props[-1].value
     _self_check(data, sess, input_names(signature), chunks[0])
-    atomic_write_bytes(out, data)
+    atomic_write_bytes(out, data, "the policy", cfg.overwrite)
     return ExportResult(
         path=out,
         signature=signature,
@@ -268,6 +274,11 @@ def export_policy(cfg: ExportConfig) -> ExportResult:
 def _export_deploy(cfg: ExportConfig, ckpt: dict, robot: RobotSpec, profile, out: Path) -> ExportResult:
     """A deployable profile's export (``export/deploy.py``): static obs signature, opset 11, side files."""
     consumer = dep.CONSUMERS[profile.name]
+    side: dict[str, Path] = {}
+    if consumer.side_files:
+        side = dep.side_file_paths(out, str(ckpt["motion"].get("name") or "motion"))
+        for name, path in side.items():
+            check_output(path, name.replace("_", " "), cfg.overwrite)
     module, obs_module = dep.build_deploy_policy(ckpt, robot, profile)
     rng = np.random.default_rng(cfg.seed)
     clip = par.clip_states(ckpt["motion_arrays"])
@@ -292,15 +303,15 @@ def _export_deploy(cfg: ExportConfig, ckpt: dict, robot: RobotSpec, profile, out
         model.metadata_props.add(key=k, value=v)
     model.doc_string = f"bcg-deploy policy ({profile.name} profile, {consumer.stack}) for {robot.name}"
     onnx.checker.check_model(model, full_check=True)
-    data = model.SerializeToString()
+    data = seal(model)
+    meta[HASH_KEY] = model.metadata_props[-1].value
     _self_check(data, sess, consumer.inputs, chunks[0])
-    atomic_write_bytes(out, data)
-    side: dict[str, Path] = {}
-    if consumer.side_files:
-        side = dep.side_file_paths(out, str(ckpt["motion"].get("name") or "motion"))
+    atomic_write_bytes(out, data, "the policy", cfg.overwrite)
+    if side:
         control_dt = timing(ckpt["config"], float(ckpt["motion_arrays"]["fps"]))["control_dt"]
-        atomic_write_bytes(side["deploy_yaml"], dep.unitree_deploy_yaml(robot, profile, control_dt).encode())
-        atomic_write_bytes(side["motion_npz"], dep.motion_npz(ckpt))
+        yaml_text = dep.unitree_deploy_yaml(robot, profile, control_dt).encode()
+        atomic_write_bytes(side["deploy_yaml"], yaml_text, "deploy yaml", cfg.overwrite)
+        atomic_write_bytes(side["motion_npz"], dep.motion_npz(ckpt), "motion npz", cfg.overwrite)
     return ExportResult(
         path=out,
         signature="obs",

@@ -243,6 +243,8 @@ def prepare(onnx_path: str | Path | None, cfg: Sim2SimConfig) -> Sim2SimSetup:
     if onnx_path is not None:
         policy = OnnxPolicy(onnx_path, spec, force=cfg.force)
         meta = policy.meta
+        if policy.integrity_note:
+            notes.append(f"policy: {policy.integrity_note}")
         if meta.robot.get("model_hash") != spec.model_hash:
             notes.append("robot model hash differs from the policy's (--force)")
         kp, kd, effort, control_dt, armature = meta.kp, meta.kd, meta.effort_limit, meta.control_dt, meta.armature
@@ -690,6 +692,7 @@ def run_sim2sim(
     progress: Callable[[int, int, str], None] | None = None,
     video_size: tuple[int, int] = (640, 480),
     setup: Sim2SimSetup | None = None,
+    overwrite: bool = True,
 ):
     """Evaluate a policy (or a replay) over ``cfg.runs`` seeded runs; returns a :class:`Report`.
 
@@ -698,7 +701,8 @@ def run_sim2sim(
     interactive viewer. ``on_control_step(run, k, m, d)`` is called after every control step of run 0
     (which then runs in this process). The runs go to ``cfg.jobs`` worker processes
     (``sim2sim.parallel``); ``progress(steps done, total steps, text)`` follows them. ``setup``: the
-    result of ``prepare(onnx_path, cfg)`` when the caller already has it.
+    result of ``prepare(onnx_path, cfg)`` when the caller already has it. ``overwrite``: the video may
+    replace an existing file (``bcgd sim2sim --overwrite``).
     """
     from bcg_deploy.sim2sim.parallel import run_all
     from bcg_deploy.sim2sim.report import Report
@@ -712,8 +716,9 @@ def run_sim2sim(
         from bcg_deploy.sim2sim.video import VideoRecorder
 
         recorder = VideoRecorder(
-            video_path, fps=1.0 / setup.control_dt, width=video_size[0], height=video_size[1], ghost=setup.reference
-        )
+            video_path, fps=1.0 / setup.control_dt, width=video_size[0], height=video_size[1], ghost=setup.reference,
+            overwrite=overwrite,
+        )  # fmt: skip
         hooks.append(recorder)
         label = f"rendering run 0 to {Path(video_path).name}"
     elif viewer:
