@@ -289,11 +289,11 @@ def clear_run_files(folder: Path) -> list[str]:
     return removed
 
 
-def is_run_writer(node_rank: int = 0) -> bool:
-    """Whether this process must claim the run folder: a single process or a launcher (of the first machine,
-    ``node_rank`` 0), or rank 0 of a torchrun that no claimant of ours started. A rank whose launcher holds
-    the folder (``HELD_ENV``) and every other rank write nothing there and claim nothing."""
-    if os.environ.get(HELD_ENV):
+def is_run_writer(out_dir: str | os.PathLike, node_rank: int = 0) -> bool:
+    """Whether this process must claim the run folder ``out_dir``: a single process or a launcher (of the
+    first machine, ``node_rank`` 0), or rank 0 of a torchrun that no claimant of ours started. A rank whose
+    launcher holds the folder (``HELD_ENV`` names it) and every other rank claim nothing."""
+    if os.environ.get(HELD_ENV) == str(Path(out_dir)):
         return False
     if "WORLD_SIZE" in os.environ:
         return os.environ.get("RANK", "0") == "0"
@@ -305,6 +305,6 @@ def claim_for_training(
 ) -> RunClaim | None:
     """``bcgd train``'s claim: the folder the run writes (``auto``: the default ``runs/TASK``, moving on to
     the next free ``-N``), or None in a process that does not write it (``is_run_writer``)."""
-    if not is_run_writer(node_rank):
+    if not is_run_writer(out_dir, node_rank):
         return None
     return claim_run_dir(out_dir, next_free=auto, fresh=not resume, force=force)

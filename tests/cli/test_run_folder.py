@@ -19,9 +19,11 @@ def test_train_into_a_folder_in_use_is_refused(tmp_path):
     run = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("BCGD_RUN_DIR_HELD", None)
-    hold = (
-        "import sys, time; from bcg_deploy.rundir import claim_run_dir; "
-        "claim_run_dir(sys.argv[1]); print('held', flush=True); time.sleep(600)"
+    run.mkdir()
+    hold = (  # what a running bcgd train holds (bcg_deploy.rundir): an flock on the folder's lock file
+        "import fcntl, os, sys, time; fd = os.open(sys.argv[1] + '/.bcgd-train.lock', os.O_RDWR | os.O_CREAT); "
+        "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, f'{os.getpid()}\\n'.encode()); print('held', flush=True); "
+        "time.sleep(600)"
     )
     holder = subprocess.Popen([sys.executable, "-c", hold, str(run)], stdout=subprocess.PIPE, text=True, env=env)
     try:

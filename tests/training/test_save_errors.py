@@ -78,3 +78,25 @@ def test_training_that_cannot_save_stops_with_one_line_and_run_pt_intact(tmp_pat
                       f"{run / 'run.pt'} is intact"], proc.stderr  # fmt: skip
     assert hashlib.sha256((run / "run.pt").read_bytes()).hexdigest() == good
     assert not [p.name for p in run.iterdir() if p.name.startswith(".")]  # no temporary file, no lock
+
+
+_LOG = r"""
+import sys
+from pathlib import Path
+from bcg_deploy.errors import BcgdError
+from bcg_deploy.training.logger import MetricsLogger
+log = MetricsLogger(Path(sys.argv[1]), tensorboard=False)
+try:
+    for it in range(1, 1000):
+        log.log({"iteration": it, "reward": 0.5, "note": "x" * 100})
+except BcgdError as exc:
+    print(exc)
+    sys.exit(2)
+"""
+
+
+def test_a_metrics_log_that_cannot_grow_stops_with_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", _LOG, str(tmp_path)], capture_output=True, text=True, env=_env(),
+                          preexec_fn=_limited(4096), timeout=120)  # fmt: skip
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stdout.strip() == f"cannot write {tmp_path / 'metrics.jsonl'}: File too large"
