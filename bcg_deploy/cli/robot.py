@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import typer
@@ -95,11 +94,13 @@ def export_mjcf(
     name: str = typer.Option("g1", "--robot", help="Packaged robot name."),
 ) -> None:
     """Copy the robot MJCF and its scene file to PATH."""
+    from bcg_deploy.fileio import atomic_write_bytes
+
     spec = load_robot(name)
     try:
         path.mkdir(parents=True, exist_ok=True)
-        for src in (spec.mjcf_path, spec.scene_path):
-            shutil.copyfile(src, path / src.name)
     except OSError as exc:
         raise BcgdError(f"cannot write MJCF to {path}: {exc.strerror}") from None
+    for src in (spec.mjcf_path, spec.scene_path):  # copies of packaged files: an earlier copy is replaced
+        atomic_write_bytes(path / src.name, src.read_bytes(), "MJCF")
     console.print(f"wrote {path / spec.mjcf_path.name} and {path / spec.scene_path.name}")
