@@ -1,9 +1,10 @@
 """The content hash of an exported policy: a policy changed after ``bcgd export`` is refused, not run.
 
-``bcgd export`` records ``bcgd.content_sha256`` in the ONNX ``metadata_props``: the SHA-256 of the model
-serialised without that one entry (protobuf's deterministic serialisation of the whole ``ModelProto``:
-graph, weights, opset, every other metadata entry; the gains, action scale and reference clip that
-sim2sim and a deploy stack read are covered as much as the weights). ``check_integrity`` recomputes it from
+``bcgd export`` records ``bcgd.content_sha256`` in the ONNX ``metadata_props`` (a JSON string, as every
+``bcgd.*`` value is JSON): the SHA-256 (hex) of the model serialised without that one entry (protobuf's
+deterministic serialisation of the whole ``ModelProto``: graph, weights, opset, every other metadata entry;
+the gains, action scale and reference clip that sim2sim and a deploy stack read are covered as much as the
+weights). ``check_integrity`` recomputes it from
 a file, bytes or a loaded model: a mismatch (a flipped bit, a zeroed block, a hand-edited gain) is a
 one-line error. Parsing a file and serialising it again gives the bytes it was written from (protobuf
 writes known fields in field order), so the check needs no copy of the original bytes.
@@ -15,6 +16,7 @@ refused for that: ``check_integrity`` returns ``NO_HASH_NOTE`` for the caller to
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,8 +48,20 @@ def seal(model: onnx.ModelProto) -> bytes:
     props = [p for p in model.metadata_props if p.key != HASH_KEY]
     del model.metadata_props[:]
     model.metadata_props.extend(props)
-    model.metadata_props.add(key=HASH_KEY, value=digest)
+    model.metadata_props.add(key=HASH_KEY, value=json.dumps(digest))
     return model.SerializeToString(deterministic=True)
+
+
+def recorded_hash(model: onnx.ModelProto) -> str | None:
+    """The content hash ``model`` records (hex), None when it records none."""
+    value = next((p.value for p in model.metadata_props if p.key == HASH_KEY), None)
+    if value is None:
+        return None
+    try:
+        value = json.loads(value)
+    except json.JSONDecodeError:
+        pass  # a bare hex string: compared as it is
+    return str(value).strip().lower()
 
 
 def load_onnx(source: str | os.PathLike | bytes, what: str = "policy") -> onnx.ModelProto:
@@ -77,11 +91,11 @@ def check_integrity(source: str | os.PathLike | bytes | onnx.ModelProto, what: s
     matches, ``NO_HASH_NOTE`` when the file records none.
     """
     model = source if hasattr(source, "metadata_props") else load_onnx(source, what)
-    stored = next((p.value for p in model.metadata_props if p.key == HASH_KEY), None)
+    stored = recorded_hash(model)
     if stored is None:
         return NO_HASH_NOTE
     actual = content_hash(model)
-    if actual != stored.strip().lower():
+    if actual != stored:
         label = f"{what} {source}" if isinstance(source, (str, os.PathLike)) else what
         raise BcgdError(
             f"{label} was changed after bcgd export: its content hash is {actual[:12]}, the export recorded "

@@ -31,7 +31,7 @@ from bcg_deploy.errors import BcgdError
 from bcg_deploy.export.exporter import PARITY_TOL, _feeds, check_parity, load_for_export, parity_inputs, session
 from bcg_deploy.export.graph import OBS_INPUTS, RAW_INPUTS, Signature, build_policy, output_names
 from bcg_deploy.export.parity import compare
-from bcg_deploy.integrity import HASH_KEY, check_integrity
+from bcg_deploy.integrity import check_integrity, recorded_hash
 
 _TYPES = {1: "float32", 7: "int64", 11: "float64"}
 
@@ -88,7 +88,7 @@ def inspect_policy(path: str | Path, checkpoint: str | Path | None = None, sampl
         "inputs": inputs,
         "outputs": outputs,
         "metadata": meta,
-        "integrity": note or f"content hash {meta[HASH_KEY][:12]} matches (the file is as exported)",
+        "integrity": note or f"content hash {recorded_hash(model)[:12]} matches (the file is as exported)",
         "stored_parity": _json(meta, "bcgd.parity"),
     }
     if sig is None:

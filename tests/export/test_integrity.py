@@ -5,6 +5,7 @@ one line, whatever changed (weights zeroed mid-file, one metadata gain edited). 
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import onnx
@@ -25,12 +26,12 @@ def _zero_middle(src, dst, n: int = 4096):
 
 
 def test_an_export_records_a_hash_that_matches(raw_export, deploy_exports):
-    from bcg_deploy.integrity import HASH_KEY, check_integrity, content_hash
+    from bcg_deploy.integrity import HASH_KEY, check_integrity, content_hash, recorded_hash
 
     for res in (raw_export, *deploy_exports.values()):
         model = onnx.load(str(res.path))
-        stored = {p.key: p.value for p in model.metadata_props}[HASH_KEY]
-        assert stored == content_hash(model) == res.metadata[HASH_KEY]
+        stored = json.loads({p.key: p.value for p in model.metadata_props}[HASH_KEY])  # JSON, as every bcgd.* key
+        assert stored == recorded_hash(model) == content_hash(model) == json.loads(res.metadata[HASH_KEY])
         assert check_integrity(res.path) is None
 
 
