@@ -191,8 +191,8 @@ def test_function_local_imports_say_why(modules):
     assert sorted(silent) == []
 
 
-STAGES = ("errors fileio robots profiles rotations", "motions", "diffsim", "observations", "training", "export",
-          "sim2sim", "cli")  # fmt: skip
+STAGES = ("errors fileio rundir integrity robots profiles rotations", "motions", "diffsim", "observations",
+          "training", "export", "sim2sim", "cli")  # fmt: skip
 """The data flow (ARCHITECTURE.md), first to last: a stage imports only from itself and the stages before it."""
 
 

@@ -6,6 +6,8 @@ a one-line ``error:`` message and exit code 2, never a traceback.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import sys
 
@@ -72,10 +74,32 @@ def _import_mujoco() -> None:
         )
 
 
+WRITE_ERRORS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO, errno.EPIPE}
+"""Errors of a write that ran out of room (disk full, file too large, quota), failed, or lost its reader."""
+
+
+def _stream_failed(exc: OSError) -> None:
+    """A write to standard output failed (``bcgd ... --json - > /dev/full``, a closed pipe): one line, exit 2.
+    Standard output goes to /dev/null for the rest, so that Python's own flush at exit fails no more."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    if exc.errno == errno.EPIPE:  # the reader went away (``| head``): nothing more to say
+        sys.exit(2)
+    _fail(f"cannot write {exc.filename or 'to standard output'}: {exc.strerror or exc}")
+
+
 def main() -> None:
     _import_mujoco()
     _register()
     try:
-        app(args=fill_bare_values(sys.argv[1:]), prog_name="bcgd")
+        try:
+            app(args=fill_bare_values(sys.argv[1:]), prog_name="bcgd")
+        finally:
+            sys.stdout.flush()  # here, not at interpreter exit, where a failure is a traceback
     except BcgdError as exc:
         _fail(str(exc))
+    except OSError as exc:
+        if exc.errno not in WRITE_ERRORS:
+            raise
+        _stream_failed(exc)

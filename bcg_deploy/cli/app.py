@@ -7,6 +7,7 @@ when imported.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -66,12 +67,14 @@ def option(default, name: str, help: str, shown: str | None = None, panel: str |
 JSON_OPTION = typer.Option(None, "--json", help="Also write the result as JSON to this file ('-': stdout only).")
 
 
-def json_out(text: str, path: str | os.PathLike | None) -> None:
-    """``--json PATH`` in every command: ``-`` prints the JSON to stdout, a path writes it atomically."""
+def json_out(text: str, path: str | os.PathLike | None, overwrite: bool = True, flag: str = "--force") -> None:
+    """``--json PATH`` in every command: ``-`` prints the JSON to stdout, a path writes it atomically (only
+    over a regular file; with ``overwrite=False`` only where none is, see ``fileio``)."""
     if path is None:
         return
     if str(path) == "-":
         typer.echo(text.rstrip("\n"))
         return
-    written = atomic_write_bytes(path, (text.rstrip("\n") + "\n").encode())
-    err_console.print(f"wrote {written}", highlight=False)
+    written = atomic_write_bytes(path, (text.rstrip("\n") + "\n").encode(), "--json", overwrite, flag)
+    link = f" (the file its link points to: {written})" if written != Path(path) else ""
+    err_console.print(f"wrote {path}{link}", highlight=False)

@@ -28,6 +28,7 @@ def export_cmd(
     ),
     deploy_yaml: bool = option(False, "--deploy-yaml", "Require unitree's side files beside exported/."),
     parity_samples: int = option(1000, "--parity-samples", "Minimum number of parity inputs."),
+    force: bool = option(False, "--force", "Overwrite existing outputs (ONNX, side files, --json)."),
     json_path: Path | None = JSON_OPTION,
 ) -> None:
     """Export a checkpoint to one self-contained ONNX, verified against torch with onnxruntime.
@@ -39,19 +40,22 @@ def export_cmd(
     checkpoint, note = find_checkpoint(checkpoint)
     if note:
         err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
-    check_writable(output, "the policy")
+    check_writable(output, "the policy", overwrite=force)
+    if json_path is not None and str(json_path) != "-":
+        check_writable(json_path, "--json", overwrite=force)
     cfg = ExportConfig(
         checkpoint=checkpoint,
         output=output,
         inputs=inputs,  # type: ignore[arg-type]
         profile=profile,
         parity_samples=parity_samples,
+        overwrite=force,
     )
     if deploy_yaml and profile != "unitree":
         raise BcgdError("--deploy-yaml: only --profile unitree has a deploy.yaml (unitree_rl_mjlab's layout)")
     res = export_policy(cfg)
     p = res.parity
-    json_out(json.dumps(res.to_dict(), indent=2), json_path)
+    json_out(json.dumps(res.to_dict(), indent=2), json_path, overwrite=force)
     if json_path is not None and str(json_path) == "-":
         return
     console.print(
@@ -103,6 +107,7 @@ def inspect_cmd(
         for k, v in rep["metadata"].items():
             t.add_row(k, v if len(v) <= 100 else v[:97] + "...")
         console.print(t)
+        console.print(f"integrity: {rep['integrity']}", highlight=False, soft_wrap=True)
         sp = rep["stored_parity"] or {}
         if sp:
             console.print(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import typer
@@ -12,6 +11,7 @@ from rich.table import Table
 
 from bcg_deploy.cli.app import JSON_OPTION, app, console, json_out
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.fileio import atomic_write_bytes
 from bcg_deploy.robots import load_robot
 
 INFO_CAPTION = (
@@ -65,8 +65,8 @@ def export_mjcf(
     spec = load_robot(name)
     try:
         path.mkdir(parents=True, exist_ok=True)
-        for src in (spec.mjcf_path, spec.scene_path):
-            shutil.copyfile(src, path / src.name)
     except OSError as exc:
         raise BcgdError(f"cannot write MJCF to {path}: {exc.strerror}") from None
+    for src in (spec.mjcf_path, spec.scene_path):  # copies of packaged files: an earlier copy is replaced
+        atomic_write_bytes(path / src.name, src.read_bytes(), "MJCF")
     console.print(f"wrote {path / spec.mjcf_path.name} and {path / spec.scene_path.name}")

@@ -11,6 +11,7 @@ from bcg_deploy.cli.app import JSON_OPTION, app, console, err_console, json_out,
 from bcg_deploy.fileio import check_writable
 
 INJECT, REPLAY, OUTPUT = "Perturbations", "Replay a clip (no policy)", "Outputs"
+FELL_EXIT = 3  # sim2sim.report.FELL_EXIT, here without importing the simulator for --help (a test keeps them equal)
 
 
 @app.command("sim2sim")
@@ -48,6 +49,10 @@ def sim2sim(
     width: int = option(640, "--width", "Video width (pixels).", panel=OUTPUT),
     height: int = option(480, "--height", "Video height (pixels).", panel=OUTPUT),
     viewer: bool = option(False, "--viewer", "Show run 0 in the interactive viewer (a display).", panel=OUTPUT),
+    overwrite: bool = option(False, "--overwrite", "Replace existing --json, --plot, --video files.", panel=OUTPUT),
+    fail_on_fall: bool = option(
+        False, "--fail-on-fall", f"Exit with code {FELL_EXIT} when any run fell (else 0), for CI.", panel=OUTPUT
+    ),
 ) -> None:
     """Run POLICY in MuJoCo (500 Hz PD, policy at its control rate) and report falls and tracking error."""
     from bcg_deploy.sim2sim.evaluate import run_sim2sim  # MuJoCo's stack and onnxruntime load only when it runs
@@ -65,11 +70,11 @@ def sim2sim(
     out = err_console if to_stdout else console
     for path, what in ((json_path, "--json"), (plot_path, "--plot")):
         if path is not None and str(path) != "-":
-            check_writable(path, what)
+            check_writable(path, what, overwrite=overwrite, flag="--overwrite")
     if video_path is not None:
         from bcg_deploy.sim2sim.video import VideoRecorder  # as above
 
-        VideoRecorder(video_path, fps=50.0, width=width, height=height)  # checks format, imageio, path up front
+        VideoRecorder(video_path, fps=50.0, width=width, height=height, overwrite=overwrite)  # format, path, imageio
     setup = prepare(policy, cfg)  # every input checked before the progress bar and the worker processes start
     bar = Progress(
         TextColumn("sim2sim"),
@@ -91,15 +96,21 @@ def sim2sim(
             progress=lambda done, total, text: bar.update(task, completed=done, total=total, text=text),
             video_size=(width, height),
             setup=setup,
+            overwrite=overwrite,
         )
-    json_out(report.to_json(), json_path)
+    json_out(report.to_json(), json_path, overwrite=overwrite, flag="--overwrite")
     out.print(report.table())
     for note in [*report.settings["notes"], report.fall_starts()]:
         if note:
             out.print(f"[dim]note: {note}[/]", highlight=False)
     out.print(report.speed_text(), highlight=False)
     if plot_path is not None:
-        out.print(f"wrote {report.plot(plot_path)}")
+        report.plot(plot_path, overwrite=overwrite)
+        out.print(f"wrote {plot_path}")
     if video_path is not None:
         v = report.extras["video"]
         out.print(f"wrote {v['path']} ({v['frames']} frames, {v['backend']})" if v["path"] else "no video frames")
+    if fail_on_fall and report.any_fell:
+        a = report.aggregate
+        err_console.print(f"{a['falls']} of {a['runs']} runs fell (--fail-on-fall): exit {FELL_EXIT}", highlight=False)
+        raise typer.Exit(FELL_EXIT)

@@ -17,7 +17,15 @@ from bcg_deploy.training.config import TrainConfig
 from bcg_deploy.training.device import init_warp
 from bcg_deploy.training.parallel.distributed import LOST_PEERS_EXIT, MIN_ENVS_PER_RANK
 from bcg_deploy.training.parallel.launch import Launch, LostPeers, run_rank, start_ranks, stop_signal_interrupts
-from bcg_deploy.training.run import BCG_OPTIONS, horizon_field, motion_text, plan_run, precision_notes, train
+from bcg_deploy.training.run import (
+    BCG_OPTIONS,
+    claim_run_folder,
+    horizon_field,
+    motion_text,
+    plan_run,
+    precision_notes,
+    train,
+)
 from bcg_deploy.training.run_files import find_checkpoint, stopped_run_note
 
 OUT, BCG, RANKS = "Output and resume", "Bundled Contact Gradients (SHAC + BCG)", "Data-parallel"
@@ -44,7 +52,7 @@ def train_cmd(
     overrides: list[str] = option([], "--set", "A config field: shac.actor_lr=1e-3.", metavar="KEY=VALUE"),
     deterministic: bool = option(False, "--deterministic", "Deterministic kernels (slower)."),
     out: Path | None = option(None, "--out", "Run folder.", "runs/TASK or runs/TASK-N", OUT),
-    force: bool = option(False, "--force", "Overwrite the run in --out.", panel=OUT),
+    force: bool = option(False, "--force", "Overwrite the run in --out (not one in use).", panel=OUT),
     resume: Path | None = option(None, "--resume", "Continue the run of this run.pt.", panel=OUT),
     lr_schedule: str = option("continue", "--lr-schedule", "Longer resume: continue or stretch the decay.", panel=OUT),
     save_every: int | None = option(None, "--save-every", "Write run.pt every K iterations.", "50", OUT),
@@ -79,6 +87,10 @@ def train_cmd(
     cfg = plan_run(task, motion, start, duration, envs, iterations, horizon, device, kappa, seed, out, save_every,
                    overrides, resume, {"enabled": bundle, **bcg}, algo, force, lr_schedule, notes, obs=obs,
                    keep_every=keep_every, deterministic=deterministic)  # fmt: skip
+    claim = claim_run_folder(cfg, auto=out is None and resume is None, resume=resume is not None, force=force,
+                             node_rank=node_rank)  # fmt: skip
+    for note in claim.notes if claim is not None else []:  # held to the end; the ranks inherit it
+        err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
     ranks_argv = sys.argv[1:]  # ranks started from this command line train in the same folder
     if out is None and "WORLD_SIZE" not in os.environ:
         ranks_argv += ["--out", cfg.runner.out_dir]

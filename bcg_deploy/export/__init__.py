@@ -82,9 +82,12 @@ and the JSON-valued ``bcgd.*`` keys:
                         max_abs_err_vs_torch_float64, max_abs_err_vs_reference_module (raw signature:
                         the training ObservationModule -> normaliser -> actor in torch; recorded, not
                         a pass/fail criterion), num_inputs, sources, tolerance, signature}
+    bcgd.content_sha256  SHA-256 of the model serialised without this key (``bcg_deploy.integrity``): sim2sim,
+                       inspect and verify refuse a file whose content no longer matches it
 Verification on every export: onnx.checker (full_check), then onnxruntime vs torch on >= 1000
 inputs (clip frames, noisy states around them, states of a MuJoCo rollout of the torch policy);
-an absolute error above 1e-5 on any output fails the export and nothing is written.
+an absolute error above 1e-5 on any output fails the export and nothing is written. An existing output
+file is replaced only with ``ExportConfig.overwrite`` (``bcgd export --force``).
 """
 
 from __future__ import annotations

@@ -27,7 +27,8 @@ from bcg_deploy.export.graph import (
     trace_module,
 )
 from bcg_deploy.export.metadata import build_metadata, timing
-from bcg_deploy.fileio import atomic_write_bytes
+from bcg_deploy.fileio import atomic_write_bytes, check_output
+from bcg_deploy.integrity import HASH_KEY, seal
 from bcg_deploy.profiles import get_profile, profile_of_config
 from bcg_deploy.robots import ROBOTS, RobotSpec, load_robot
 from bcg_deploy.training.checkpoint import EXPORT_KEYS, check_robot_identity, load_checkpoint, robot_of_checkpoint
@@ -61,6 +62,9 @@ class ExportConfig:
     """Maximum absolute onnxruntime-vs-torch error on any output (raw signature with the float32
     observation: also its error against the same module in float64; else the float64 observation)."""
     seed: int = 0
+    overwrite: bool = False
+    """Replace an existing ``output`` (and unitree side files); False: an existing one is a one-line error
+    (``bcgd export --force`` sets it)."""
 
 
 @dataclass
@@ -104,10 +108,11 @@ def load_for_export(checkpoint: Path) -> tuple[dict, RobotSpec]:
     return ckpt, robot
 
 
-def _check_writable(path: Path) -> None:
+def _check_writable(path: Path, overwrite: bool) -> None:
     parent = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
         raise BcgdError(f"cannot write {path}: it is a directory (expected a .onnx file path)")
+    check_output(path, "the policy", overwrite)
     if not parent.is_dir():
         raise BcgdError(f"cannot write {path}: folder {parent} does not exist")
     probe = parent / f".{path.name}.probe-{os.getpid()}"
@@ -211,7 +216,7 @@ def export_policy(cfg: ExportConfig) -> ExportResult:
     if cfg.inputs not in (None, "raw", "obs"):
         raise BcgdError(f"--inputs {cfg.inputs!r}: expected raw or obs")
     out = Path(cfg.output)
-    _check_writable(out)
+    _check_writable(out, cfg.overwrite)
     ckpt, robot = load_for_export(Path(cfg.checkpoint))
     trained = profile_of_config(ckpt["config"])
     profile = get_profile(cfg.profile or trained)
@@ -265,9 +270,10 @@ def export_policy(cfg: ExportConfig) -> ExportResult:
         model.metadata_props.add(key=k, value=v)
     model.doc_string = f"bcg-deploy policy ({signature} inputs) for {robot.name}, motion {ckpt['motion'].get('name')}"
     onnx.checker.check_model(model, full_check=True)
-    data = model.SerializeToString()
+    data = seal(model)
+    meta[HASH_KEY] = model.metadata_props[-1].value
     _self_check(data, sess, input_names(signature), chunks[0])
-    atomic_write_bytes(out, data)
+    atomic_write_bytes(out, data, "the policy", cfg.overwrite)
     return ExportResult(
         path=out,
         signature=signature,
@@ -283,11 +289,19 @@ def export_policy(cfg: ExportConfig) -> ExportResult:
 
 def _export_deploy(cfg: ExportConfig, ckpt: dict, robot: RobotSpec, profile, out: Path) -> ExportResult:
     """A deployable profile's export (``export/deploy.py``, ``export/holosoma.py``): static obs signature, the
-    consumer's opset, side files."""
+    consumer's opset, side files (each checked before the export starts: none is replaced unless
+    ``cfg.overwrite``)."""
     if profile.name == holo.PROFILE:
         consumer, build, describe = holo.CONSUMER, holo.build_policy, holo.metadata
     else:
         consumer, build, describe = dep.CONSUMERS[profile.name], dep.build_deploy_policy, dep.deploy_metadata
+    side: dict[str, Path] = {}
+    name = str(ckpt["motion"].get("name") or "motion")
+    if consumer.side_files:
+        side = dep.side_file_paths(out, name)
+        side |= url.side_file_paths(side["deploy_yaml"].parent.parent, name)  # unitree_rl_lab's Mimic
+        for key, path in side.items():
+            check_output(path, key.replace("_", " "), cfg.overwrite)
     module, obs_module = build(ckpt, robot, profile)
     rng = np.random.default_rng(cfg.seed)
     clip = par.clip_states(ckpt["motion_arrays"])
@@ -312,19 +326,18 @@ def _export_deploy(cfg: ExportConfig, ckpt: dict, robot: RobotSpec, profile, out
         model.metadata_props.add(key=k, value=v)
     model.doc_string = f"bcg-deploy policy ({profile.name} profile, {consumer.stack}) for {robot.name}"
     onnx.checker.check_model(model, full_check=True)
-    data = model.SerializeToString()
+    data = seal(model)
+    meta[HASH_KEY] = model.metadata_props[-1].value
     _self_check(data, sess, consumer.inputs, chunks[0])
-    atomic_write_bytes(out, data)
-    side: dict[str, Path] = {}
-    if consumer.side_files:
-        side = dep.side_file_paths(out, str(ckpt["motion"].get("name") or "motion"))
+    atomic_write_bytes(out, data, "the policy", cfg.overwrite)
+    if side:
         control_dt = timing(ckpt["config"], float(ckpt["motion_arrays"]["fps"]))["control_dt"]
-        atomic_write_bytes(side["deploy_yaml"], dep.unitree_deploy_yaml(robot, profile, control_dt).encode())
-        atomic_write_bytes(side["motion_npz"], dep.motion_npz(ckpt))
-        root, name = side["deploy_yaml"].parent.parent, str(ckpt["motion"].get("name") or "motion")
-        for path, blob in url.side_files(root, name, ckpt["motion_arrays"]).items():  # unitree_rl_lab's Mimic
-            atomic_write_bytes(path, blob)
-        side |= url.side_file_paths(root, name)
+        what = {path: key.replace("_", " ") for key, path in side.items()}
+        blobs = {side["deploy_yaml"]: dep.unitree_deploy_yaml(robot, profile, control_dt).encode(),
+                 side["motion_npz"]: dep.motion_npz(ckpt),
+                 **url.side_files(side["deploy_yaml"].parent.parent, name, ckpt["motion_arrays"])}  # fmt: skip
+        for path, blob in blobs.items():
+            atomic_write_bytes(path, blob, what[path], cfg.overwrite)
     return ExportResult(
         path=out,
         signature="obs",

@@ -1,5 +1,9 @@
 """``inspect_policy``: what an exported ONNX holds, and a re-run of its parity check.
 
+First the content hash (``bcg_deploy.integrity``): a file changed since its export is a one-line error, not
+a report (a parity re-run cannot see a changed weight: without the checkpoint it checks onnxruntime against
+itself).
+
 Parity re-run, decided by what is available:
 - with the checkpoint (``checkpoint=``): the checkpoint must be the one the metadata names (robot and
   model hash, motion identity and length, observation layout); the torch policy is rebuilt from it and
@@ -27,6 +31,7 @@ from bcg_deploy.errors import BcgdError
 from bcg_deploy.export.exporter import PARITY_TOL, check_parity, feed_chunks, load_for_export, parity_inputs, session
 from bcg_deploy.export.graph import OBS_INPUTS, RAW_INPUTS, Signature, build_policy, output_names
 from bcg_deploy.export.parity import compare
+from bcg_deploy.integrity import check_integrity, recorded_hash
 
 _TYPES = {1: "float32", 7: "int64", 11: "float64"}
 
@@ -69,6 +74,7 @@ def inspect_policy(path: str | Path, checkpoint: str | Path | None = None, sampl
     """Inputs, outputs, metadata and a parity re-run (see the module docstring)."""
     path = Path(path)
     model, data = _load(path)
+    note = check_integrity(model, f"policy {path}")  # a policy changed after export: refused here
     inputs, outputs = _io(model.graph.input), _io(model.graph.output)
     meta = {p.key: p.value for p in model.metadata_props}
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
@@ -82,6 +88,7 @@ def inspect_policy(path: str | Path, checkpoint: str | Path | None = None, sampl
         "inputs": inputs,
         "outputs": outputs,
         "metadata": meta,
+        "integrity": note or f"content hash {recorded_hash(model)[:12]} matches (the file is as exported)",
         "stored_parity": _json(meta, "bcgd.parity"),
     }
     if sig is None:

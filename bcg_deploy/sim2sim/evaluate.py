@@ -27,6 +27,7 @@ def run_sim2sim(
     progress: Callable[[int, int, str], None] | None = None,
     video_size: tuple[int, int] = (640, 480),
     setup: Sim2SimSetup | None = None,
+    overwrite: bool = True,
 ):
     """Evaluate a policy (or a replay) over ``cfg.runs`` seeded runs; returns a :class:`Report`.
 
@@ -35,7 +36,8 @@ def run_sim2sim(
     interactive viewer. ``on_control_step(run, k, m, d)`` is called after every control step of run 0
     (which then runs in this process). The runs go to ``cfg.jobs`` worker processes
     (``sim2sim.parallel``); ``progress(steps done, total steps, text)`` follows them. ``setup``: the
-    result of ``prepare(onnx_path, cfg)`` when the caller already has it.
+    result of ``prepare(onnx_path, cfg)`` when the caller already has it. ``overwrite``: the video may
+    replace an existing file (``bcgd sim2sim --overwrite``).
     """
     if viewer and video_path is not None:
         raise BcgdError("--viewer and --video cannot be used together; pick one")
@@ -44,8 +46,9 @@ def run_sim2sim(
     recorder, label = None, ""
     if video_path is not None:
         recorder = VideoRecorder(
-            video_path, fps=1.0 / setup.control_dt, width=video_size[0], height=video_size[1], ghost=setup.reference
-        )
+            video_path, fps=1.0 / setup.control_dt, width=video_size[0], height=video_size[1], ghost=setup.reference,
+            overwrite=overwrite,
+        )  # fmt: skip
         hooks.append(recorder)
         label = f"rendering run 0 to {Path(video_path).name}"
     elif viewer:

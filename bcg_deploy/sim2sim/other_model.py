@@ -11,6 +11,7 @@ policy's order (the runner reads ``qpos[7:]`` as the joint vector).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import mujoco
@@ -27,7 +28,7 @@ def load_mjcf(path: str | Path, joint_names: tuple[str, ...], body_names: tuple[
     try:
         spec = mujoco.MjSpec.from_file(str(path))
     except Exception as exc:  # MuJoCo's own error type for unreadable XML
-        raise BcgdError(f"--mjcf {path}: not a loadable MJCF ({str(exc).strip().splitlines()[0][:160]})") from None
+        raise BcgdError(f"--mjcf {path}: not a loadable MJCF ({mujoco_message(exc)})") from None
     joints = {j.name for j in spec.joints}
     missing = [n for n in joint_names if n not in joints]
     if missing:
@@ -45,9 +46,25 @@ def load_mjcf(path: str | Path, joint_names: tuple[str, ...], body_names: tuple[
     try:
         m = spec.compile()
     except Exception as exc:
-        raise BcgdError(f"--mjcf {path}: does not compile ({str(exc).strip().splitlines()[0][:160]})") from None
+        raise BcgdError(f"--mjcf {path}: does not compile ({mujoco_message(exc)})") from None
     _check_layout(m, joint_names, path)
     return m
+
+
+_TINYXML = re.compile(r"Error=(?P<kind>\w+).*?Line number=(?P<line>\d+):?\s*(?P<what>.*)", re.S)
+
+
+def mujoco_message(exc: BaseException, limit: int = 300) -> str:
+    """MuJoCo's error message on one line. Its XML parser's report (``XML parse error 14:`` then
+    ``Error=XML_ERROR_MISMATCHED_ELEMENT ErrorID=14 (0xe) Line number=3: XMLElement name=body``) becomes
+    ``XML error at line 3: XML_ERROR_MISMATCHED_ELEMENT (XMLElement name=body)``; any other message keeps all
+    its lines, joined."""
+    text = str(exc).strip()
+    m = _TINYXML.search(text)
+    if m is not None:
+        what = " ".join(m["what"].split())
+        return f"XML error at line {m['line']}: {m['kind']}" + (f" ({what})" if what else "")
+    return " ".join(text.split())[:limit] or type(exc).__name__
 
 
 def _check_layout(m: mujoco.MjModel, joint_names: tuple[str, ...], path: Path) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.integrity import check_integrity
 from bcg_deploy.motions.motion import Motion
 from bcg_deploy.robots import RobotSpec
 
@@ -229,9 +230,17 @@ class OnnxPolicy:
         if not os.access(path, os.R_OK):
             raise BcgdError(f"cannot read policy {path}: permission denied")
         self.path = path
-        self.sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
+        data = path.read_bytes()
+        self.sha256 = hashlib.sha256(data).hexdigest()
         self.session = _session(path)
         raw_meta = self.session.get_modelmeta().custom_metadata_map
+        if not any(k.startswith("bcgd.") for k in raw_meta):
+            raise BcgdError(
+                f"{path}: an ONNX model with no bcgd metadata, not written by bcgd export ({self._io_text()}); "
+                "sim2sim needs the joint order, gains, action scale and reference clip that bcgd export records"
+            )
+        # a file changed since its export is refused; None: the hash matched, else why it was not checked
+        self.integrity_note = check_integrity(data, f"policy {path}")
         self.profile = None  # a deployable ObsProfile: the obs contract (sim2sim builds the observation)
         ins = {i.name for i in self.session.get_inputs()}
         if "obs" in ins:
@@ -245,6 +254,12 @@ class OnnxPolicy:
             )
         self.num_joints = spec.num_joints
         self._bound_inputs: dict | None = None
+
+    def _io_text(self) -> str:
+        def io(values) -> str:  # noqa: ANN001 - onnxruntime NodeArg list
+            return ", ".join(f"{v.name} [{', '.join(str(d) for d in v.shape)}]" for v in values) or "none"
+
+        return f"inputs {io(self.session.get_inputs())}; outputs {io(self.session.get_outputs())}"
 
     def _check_obs_io(self, spec: RobotSpec, meta: dict) -> None:
         """An ``obs`` signature: only a deployable profile's (the observation is built here, by term name)."""

@@ -25,6 +25,8 @@ METRICS = (
     ("torque_saturation", "torque sat.", "{:.3f}"),
 )
 REPORT_VERSION = 1
+FELL_EXIT = 3
+"""Exit code of ``bcgd sim2sim --fail-on-fall`` when any run fell (0 when none did; 2 is bad input)."""
 
 
 @dataclass
@@ -72,8 +74,14 @@ class Report:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=False, allow_nan=False) + "\n"
 
-    def write_json(self, path: str | Path) -> Path:
-        return atomic_write_bytes(path, self.to_json().encode())
+    def write_json(self, path: str | Path, overwrite: bool = True, flag: str = "--overwrite") -> Path:
+        """The JSON report, written atomically (see ``fileio``; ``overwrite=False``: only where no file is)."""
+        return atomic_write_bytes(path, self.to_json().encode(), "--json", overwrite, flag)
+
+    @property
+    def any_fell(self) -> bool:
+        """Whether a run fell (``bcgd sim2sim --fail-on-fall`` then exits with ``FELL_EXIT``)."""
+        return self.aggregate["falls"] > 0
 
     def table(self):
         """A rich Table: one row per run, then the mean (with the fall count) and the std over runs."""
@@ -105,8 +113,9 @@ class Report:
             f"{speed(x['sim_s'], x['wall_s'])} per process{video})"
         )
 
-    def plot(self, path: str | Path) -> Path:
-        """PNG: mean body position error (cm) and joint RMS error over time, one line per run."""
+    def plot(self, path: str | Path, overwrite: bool = True, flag: str = "--overwrite") -> Path:
+        """PNG: mean body position error (cm) and joint RMS error over time, one line per run (written as
+        ``write_json``)."""
         import matplotlib
 
         matplotlib.use("Agg")
@@ -134,7 +143,7 @@ class Report:
             fig.savefig(png, format="png", dpi=110)
         finally:
             plt.close(fig)
-        return atomic_write_bytes(path, png.getvalue())
+        return atomic_write_bytes(path, png.getvalue(), "--plot", overwrite, flag)
 
 
 def speed(sim_s: float, wall_s: float) -> str:

@@ -216,6 +216,8 @@ def prepare(onnx_path: str | Path | None, cfg: Sim2SimConfig) -> Sim2SimSetup:
     if onnx_path is not None:
         policy = OnnxPolicy(onnx_path, spec, force=cfg.force)
         meta = policy.meta
+        if policy.integrity_note:
+            notes.append(f"policy: {policy.integrity_note}")
         if meta.robot.get("model_hash") != spec.model_hash:
             notes.append("robot model hash differs from the policy's (--force)")
         kp, kd, effort, control_dt, armature = meta.kp, meta.kd, meta.effort_limit, meta.control_dt, meta.armature

@@ -11,7 +11,6 @@ reflections are off (a software renderer draws a 640x480 frame in ~0.1 s instead
 from __future__ import annotations
 
 import os
-import secrets
 import sys
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ import mujoco
 import numpy as np
 
 from bcg_deploy.errors import BcgdError
-from bcg_deploy.fileio import check_writable
+from bcg_deploy.fileio import check_writable, commit_file, output_target, temp_path
 from bcg_deploy.sim2sim.reference import root_state
 
 NO_GL = (
@@ -115,16 +114,26 @@ class VideoRecorder:
     A tracking camera follows the pelvis; the robot is drawn with its body-sized shapes, the reference
     (``ghost``, the reference ``Motion``) as a translucent green figure at the
     frame the control step is compared with. Frames go to a temporary file beside ``path`` (created
-    with the permissions of any other output, umask applied); :meth:`close` renames it into place.
+    with the permissions of any other output, umask applied); :meth:`close` renames it into place, only over
+    a regular file and, without ``overwrite``, only where none is (``fileio.commit_file``).
     """
 
     def __init__(
-        self, path: str | Path, fps: float, width: int = 640, height: int = 480, run_index: int = 0, ghost=None
+        self,
+        path: str | Path,
+        fps: float,
+        width: int = 640,
+        height: int = 480,
+        run_index: int = 0,
+        ghost=None,  # noqa: ANN001 - a sim2sim Reference
+        overwrite: bool = True,
+        flag: str = "--overwrite",
     ):
         self.path, self.format = check_video_path(path)
         if not (16 <= width <= 4096 and 16 <= height <= 4096):
             raise BcgdError(f"--width {width} --height {height}: expected 16 to 4096 pixels each")
-        check_writable(self.path, "--video")
+        self.overwrite, self._flag = overwrite, flag
+        check_writable(self.path, "--video", overwrite=overwrite, flag=flag)
         try:
             import imageio.v2 as imageio
 
@@ -142,7 +151,7 @@ class VideoRecorder:
         self._ctx = self._con = self._scene = None
         self.frames = 0
         self.backend = None
-        self._tmp = self.path.with_name(f".{self.path.stem}.{os.getpid()}.{secrets.token_hex(4)}{self.path.suffix}")
+        self._tmp = temp_path(output_target(self.path, "--video"), self.path.suffix)
 
     def _start(self, m: mujoco.MjModel) -> None:
         self._ctx, self.backend = gl_context(self.width, self.height)
@@ -216,7 +225,7 @@ class VideoRecorder:
             self._ctx.free()
             self._writer = None
             if self.frames:
-                os.replace(self._tmp, self.path)
+                commit_file(self._tmp, self.path, "--video", self.overwrite, self._flag)
                 return self.path
         if os.path.exists(self._tmp):
             os.unlink(self._tmp)

@@ -7,7 +7,10 @@ API summary:
   metrics=None) -> dict``: the payload below from live objects (modules or state dicts; a ``Motion``;
   an ``ObservationModule`` or its ``spec()``; a config dataclass or dict). Everything is converted to
   plain values + tensors (loadable with ``weights_only=True``).
-- ``save_checkpoint(path, payload)``: atomic (tmp file in the same folder + ``os.replace``). Refuses
+- ``save_checkpoint(path, payload)``: serialised in memory, then written atomically (``fileio``: a temporary
+  file beside ``path``, renamed over it; only over a regular file). A write error (disk full, file too large)
+  is a one-line ``BcgdError`` naming the path and the cause; the temporary file is removed and the previous
+  ``path`` is untouched. Refuses
   (``NonFiniteCheckpointError``, a ``BcgdError``) a payload whose actor or observation-normaliser
   tensors are not all finite, so a diverged model never replaces a good file.
 - ``load_checkpoint(path, robot=None, required=REQUIRED_KEYS) -> dict``: ``torch.load(weights_only=True,
@@ -52,6 +55,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import io
 import math
 import os
 import pickle
@@ -66,6 +70,8 @@ import torch
 from torch import nn
 
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.fileio import atomic_write_bytes
+from bcg_deploy.integrity import onnx_summary
 from bcg_deploy.motions.motion import ARRAY_FIELDS, Motion
 from bcg_deploy.robots import RobotSpec
 
@@ -235,16 +241,13 @@ def save_checkpoint(path: str | os.PathLike, payload: Mapping[str, Any]) -> Path
         bad = _non_finite(payload.get(key, {}))
         if bad:
             raise NonFiniteCheckpointError(f"not saving {path}: {key} has non-finite values in {', '.join(bad[:3])}")
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    buf = io.BytesIO()  # serialised whole first: a write error is then a plain OSError of one file write
+    torch.save(dict(payload), buf)
     try:
-        with open(tmp, "wb") as fh:
-            torch.save(dict(payload), fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise BcgdError(f"cannot write checkpoint {path}: {exc.strerror or exc}") from None
+        atomic_write_bytes(path, buf.getbuffer(), what="checkpoint", parents=False)  # a vanished run folder: stop
+    except BcgdError as exc:
+        kept = f"; the previous {path} is intact" if path.is_file() else ""
+        raise BcgdError(f"{exc}{kept}") from None
     return path
 
 
@@ -261,12 +264,14 @@ def load_checkpoint(
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
+        _refuse_onnx(path)
         if "weights only" in str(exc).lower() or "weights_only" in str(exc).lower():
             raise BcgdError(
                 f"{path} is not a bcg-deploy checkpoint: it holds Python objects that no run.pt of bcgd train has"
             ) from None
         raise BcgdError(_not_torch(path)) from None
     except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError, KeyError, IndexError):
+        _refuse_onnx(path)
         raise BcgdError(_not_torch(path)) from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         got = ckpt.get("format") if isinstance(ckpt, dict) else type(ckpt).__name__
@@ -282,6 +287,16 @@ def load_checkpoint(
     if robot is not None:
         check_robot_identity(ckpt, robot, path)
     return ckpt
+
+
+def _refuse_onnx(path: Path) -> None:
+    """A one-line error naming the file an ONNX model (a policy given where its checkpoint goes)."""
+    onnx_io = onnx_summary(path)
+    if onnx_io is not None:
+        raise BcgdError(
+            f"{path} is an ONNX model ({onnx_io}), not a checkpoint: give the run.pt that bcgd train writes "
+            f"(bcgd inspect {path} shows what the ONNX holds)"
+        )
 
 
 def _not_torch(path: Path) -> str:

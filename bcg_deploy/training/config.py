@@ -17,6 +17,7 @@ from typing import Any, Literal
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.profiles import PROFILES
 from bcg_deploy.robots import RobotSpec, load_robot
+from bcg_deploy.training.config_checks import check_values
 
 TASKS = ("run", "jump", "fight", "dance")
 
@@ -389,7 +390,7 @@ class TrainConfig:
     debug: DebugCfg = field(default_factory=DebugCfg)
 
     def validate(self) -> TrainConfig:
-        """Raise BcgdError on values no run can use; return self."""
+        """Raise BcgdError on values no run can use (one line naming the key); return self."""
         checks = [
             (self.env.num_envs >= 1, "env.num_envs must be >= 1"),
             (
@@ -450,6 +451,7 @@ class TrainConfig:
                 raise BcgdError(msg)
         if self.bcg.enabled:
             check_bcg_cfg(self.bcg)
+        check_values(self)  # every other number: finite, within its bound (config_checks)
         return self
 
 

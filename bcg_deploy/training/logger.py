@@ -6,12 +6,16 @@ The console (rich) belongs to the CLI, which receives the same metric dicts thro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+
+from bcg_deploy.errors import BcgdError
 
 
 def _plain(v):
@@ -59,8 +63,9 @@ class MetricsLogger:
 
     def log(self, metrics: dict) -> None:
         it = int(metrics["iteration"])
-        self._file.write(json.dumps({k: _plain(v) for k, v in metrics.items()}) + "\n")
-        self._file.flush()
+        with _stop_on_write_error(self.path):
+            self._file.write(json.dumps({k: _plain(v) for k, v in metrics.items()}) + "\n")
+            self._file.flush()
         if self._tb is not None:
             for k, v in metrics.items():
                 if k != "iteration" and isinstance(v, (int, float)) and math.isfinite(float(v)):
@@ -68,13 +73,24 @@ class MetricsLogger:
 
     def event(self, iteration: int, kind: str, message: str) -> None:
         """A one-off event (NaN reset, skipped update, refused checkpoint) in events.jsonl."""
-        with open(self.run_dir / "events.jsonl", "a", encoding="utf-8") as f:
+        path = self.run_dir / "events.jsonl"
+        with _stop_on_write_error(path), open(path, "a", encoding="utf-8") as f:
             f.write(json.dumps({"iteration": iteration, "event": kind, "message": message}) + "\n")
 
     def close(self) -> None:
-        self._file.close()
+        with contextlib.suppress(OSError):  # a failed flush was reported by log() already
+            self._file.close()
         if self._tb is not None:
             self._tb.close()
+
+
+@contextlib.contextmanager
+def _stop_on_write_error(path: Path) -> Iterator[None]:
+    """A write error (disk full, file too large) of a log file: one line naming the file, and the run stops."""
+    try:
+        yield
+    except OSError as exc:
+        raise BcgdError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def episode_metrics(stats: dict, episode_len, episode_return) -> dict:  # noqa: ANN001 - sized iterables

@@ -11,19 +11,23 @@
 
 ``plan_run`` turns the command's options (task or clip, sizes, ``overrides`` as ``"a.b=v"``, resume) into a
 checked ``TrainConfig``: resume rules, default run folder, per-method defaults, the learning-rate
-continuation of a longer resume (``extend_schedule``). ``train`` trains it in this process (or as one rank:
-``world``); ``bcgd train --nproc N`` starts the ranks with ``parallel.launch``. ``motion_text`` and
+continuation of a longer resume (``extend_schedule``). ``claim_run_folder`` makes this process the one writer
+of the run folder (``bcg_deploy.rundir``: an flock held to the end; the default ``runs/TASK`` moves on to the
+first free ``runs/TASK-N``); ``bcgd train`` claims before it starts the ranks, which inherit the claim.
+``train`` trains in this process (or as one rank: ``world``), claiming the folder itself for the run when
+nobody has (a folder that holds a run is then refused: ``claim_run_folder(cfg, force=True)`` first replaces
+it); ``bcgd train --nproc N`` starts the ranks with ``parallel.launch``. ``motion_text`` and
 ``precision_notes`` describe a planned run for a header.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bcg_deploy.errors import BcgdError
-from bcg_deploy.fileio import check_writable
 from bcg_deploy.motions.library import (
     motion_source_text,
     read_library,
@@ -32,6 +36,7 @@ from bcg_deploy.motions.library import (
     task_source_text,
 )
 from bcg_deploy.motions.motion import Motion
+from bcg_deploy.rundir import RunClaim, claim_for_training
 from bcg_deploy.training import device as dev
 from bcg_deploy.training.checkpoint import load_checkpoint
 from bcg_deploy.training.config import (
@@ -43,7 +48,7 @@ from bcg_deploy.training.config import (
     ppo_defaults,
 )
 from bcg_deploy.training.parallel.distributed import World
-from bcg_deploy.training.run_files import CHECKPOINT_NAME, RUNS_DIR, SNAPSHOT_DIR, next_free_dir, resume_point
+from bcg_deploy.training.run_files import CHECKPOINT_NAME, RUNS_DIR, SNAPSHOT_DIR, resume_point
 
 if TYPE_CHECKING:
     from bcg_deploy.training.runner import TrainResult
@@ -120,8 +125,9 @@ def plan_run(
     clip window, envs, horizon, kappa and seed cannot change; then the arguments given, then ``overrides``
     (``"a.b=v"`` strings, ``--set``). ``task``: run | jump | fight | dance or a clip registered with
     ``bcgd motions import``; ``motion``: a LAFAN1-format CSV instead (window ``start``, ``duration`` s).
-    ``out``: the run folder (default ``runs/TASK``, or the first free ``runs/TASK-N``; on resume the
-    checkpoint's folder); a folder holding a run is refused unless ``force``. ``bcg`` maps ``BCGCfg`` field
+    ``out``: the run folder (default ``runs/TASK``: ``claim_run_folder(cfg, auto=True)`` moves on to the first
+    free ``runs/TASK-N``; on resume the checkpoint's folder); an ``out`` holding a run is refused unless
+    ``force``. ``bcg`` maps ``BCGCfg`` field
     names (enabled, num_branches, horizon, sigma_p, sigma_v, tau, max_dq, max_dqd) to values; they may change
     on resume. ``obs``: the actor's observation profile; ``keep_every``: snapshot period (iterations, 0:
     none); ``deterministic``: deterministic kernels. A resume to more iterations continues the learning-rate
@@ -180,7 +186,7 @@ def plan_run(
             if duration is not None:
                 cfg.motion.duration_s = duration
         default_dir = RUNS_DIR / (Path(motion).stem if motion else (task or cfg.motion.task))
-        cfg.runner.out_dir = str(out) if out is not None else str(next_free_dir(default_dir))
+        cfg.runner.out_dir = str(out) if out is not None else str(default_dir)  # or -2, -3...: claim_run_folder
     if out is not None:
         cfg.runner.out_dir = str(out)
     for value, setter in (
@@ -218,18 +224,38 @@ def plan_run(
             notes.append(note)
     else:
         run_pt = Path(cfg.runner.out_dir) / CHECKPOINT_NAME
-        if run_pt.exists() and not force:
+        if out is not None and run_pt.exists() and not force:
             raise BcgdError(
                 f"--out {cfg.runner.out_dir}: it holds a run ({run_pt}); continue it with --resume {run_pt}, "
                 "pick another --out, or overwrite it with --force"
             )
     if deterministic:
         cfg.runner.deterministic = True
-    run_dir = check_writable(Path(cfg.runner.out_dir), "the run folder", is_dir=True)
+    run_dir = Path(cfg.runner.out_dir)
     stale = sorted(str(p) for p in run_dir.glob("*.onnx")) if force and resume is None else []
     if stale and notes is not None:
         notes.append(f"{', '.join(stale)} came from the run being overwritten")
     return cfg
+
+
+def claim_run_folder(
+    cfg: TrainConfig, *, auto: bool = False, resume: bool = False, force: bool = False, node_rank: int = 0
+) -> RunClaim | None:
+    """Make this process the one writer of ``cfg.runner.out_dir`` (``bcg_deploy.rundir``); the claim (its
+    ``notes``: a folder taken instead of one in use, an earlier run's files removed) is held until its
+    ``release()`` or the end of the process, and a folder another process holds is a one-line error.
+
+    ``auto``: the folder is ``plan_run``'s default: the first of it, ``-2``, ``-3``, ... that is free (empty
+    and unlocked) is claimed and ``cfg.runner.out_dir`` set to it. ``resume``: the folder's run is continued
+    (else a folder holding a run is refused unless ``force``, which removes its run's files first).
+    ``node_rank``: this machine's index in a multi-machine run (machine 0's launcher claims). None in a
+    process that does not write the folder: a rank whose launcher holds it, a rank other than 0, or this
+    process when it already holds it.
+    """
+    claim = claim_for_training(cfg.runner.out_dir, auto, resume, force, node_rank)
+    if claim is not None:
+        cfg.runner.out_dir = str(claim.path)
+    return claim
 
 
 def extend_schedule(
@@ -324,9 +350,23 @@ def train(
             raise BcgdError("--resume is not available for --algo ppo runs yet (start a new run)")
         from bcg_deploy.training.ppo import train_ppo  # the optional extra rsl_rl, only for --algo ppo
 
-        return train_ppo(cfg, on_iteration=on_iteration, on_event=on_event, motion=motion, sim=sim)
-    trainer = Trainer(
-        cfg, resume=resume, motion=motion, sim=sim, on_iteration=on_iteration, on_event=on_event, world=world
-    )
-    trainer.world.barrier()  # set-up (kernel compilation) takes the ranks different times
-    return trainer.run()
+        with _claimed(cfg, resume):
+            return train_ppo(cfg, on_iteration=on_iteration, on_event=on_event, motion=motion, sim=sim)
+    with _claimed(cfg, resume):
+        trainer = Trainer(
+            cfg, resume=resume, motion=motion, sim=sim, on_iteration=on_iteration, on_event=on_event, world=world
+        )
+        trainer.world.barrier()  # set-up (kernel compilation) takes the ranks different times
+        return trainer.run()
+
+
+@contextlib.contextmanager
+def _claimed(cfg: TrainConfig, resume: Path | None) -> Iterator[None]:
+    """The run folder claimed for one ``train`` call when nobody holds it yet (a caller from Python), and
+    released after it; a folder the caller (``bcgd train``) or the ranks' launcher holds stays theirs."""
+    claim = claim_run_folder(cfg, resume=resume is not None)
+    try:
+        yield
+    finally:
+        if claim is not None:
+            claim.release()

@@ -1,8 +1,8 @@
 """Run folders and their checkpoint files: where runs live, what they hold, and reading them back.
 
-- ``RUNS_DIR`` (``runs/``): ``bcgd train TASK`` writes ``runs/TASK/run.pt`` (``next_free_dir`` picks
-  ``runs/TASK-2``, ... when that one holds a run); ``find_checkpoint("run.pt")`` finds the file a user means
-  when typing a bare name in the folder they trained in.
+- ``RUNS_DIR`` (``runs/``): ``bcgd train TASK`` writes ``runs/TASK/run.pt`` (or ``runs/TASK-2``, ... when that
+  one holds a run or is in use: ``bcg_deploy.rundir``); ``find_checkpoint("run.pt")`` finds the file a user
+  means when typing a bare name in the folder they trained in.
 - ``CHECKPOINT_NAME`` (``run.pt``) and ``SNAPSHOT_DIR`` (``snapshots/run_<iteration>.pt``) inside a run folder;
   ``keep_snapshot`` keeps the run.pt just written as a snapshot.
 - ``load_resume_checkpoint(path, robot)``: a checkpoint with the training state a resume needs;
@@ -53,16 +53,6 @@ def find_checkpoint(path: Path) -> tuple[Path, str | None]:
         others = ", ".join(str(p) for p in found[1:4]) + (", ..." if len(found) > 4 else "")
         note += f" (the newest of {len(found)}; also {others})"
     return found[0], note
-
-
-def next_free_dir(base: Path, taken: str = "run.pt") -> Path:
-    """``base`` when it holds no ``taken`` file, else the first of ``base-2``, ``base-3``, ... that holds none."""
-    if not (base / taken).exists():
-        return base
-    n = 2
-    while (base.with_name(f"{base.name}-{n}") / taken).exists():
-        n += 1
-    return base.with_name(f"{base.name}-{n}")
 
 
 CHECKPOINT_NAME = "run.pt"

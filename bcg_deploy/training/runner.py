@@ -34,6 +34,7 @@ import yaml
 
 from bcg_deploy import motions
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.fileio import atomic_write_bytes
 from bcg_deploy.motions.motion import Motion
 from bcg_deploy.training import checkpoint as ckpt_io
 from bcg_deploy.training.algorithms.bcg import BundledTransition
@@ -173,11 +174,8 @@ class Trainer:
     # ------------------------------------------------------------------ checkpoint
 
     def _write_config(self) -> None:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         text = yaml.safe_dump(to_dict(self.cfg), sort_keys=False)
-        tmp = self.run_dir / ".config.yaml.tmp"
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(self.run_dir / "config.yaml")
+        atomic_write_bytes(self.run_dir / "config.yaml", text.encode(), what="the run's config")
 
     def _rank_state(self) -> dict:
         """What this rank contributes to run.pt (its envs, return accumulators, replay and streams)."""

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -27,3 +28,22 @@ def assert_one_line_error(proc, needle: str) -> str:
     assert len(lines) == 1 and lines[0].startswith("error:"), proc.stderr
     assert needle in lines[0], lines[0]
     return lines[0]
+
+
+def bcgd_here(*args: object, capsys) -> SimpleNamespace:  # noqa: ANN001 - pytest's capsys
+    """``bcgd ARGS`` run in this process (no start-up cost: for the quick refusals) -> an object with
+    ``returncode``, ``stdout`` and ``stderr`` like ``bcgd``'s."""
+    from bcg_deploy.cli import main
+
+    capsys.readouterr()
+    old = sys.argv
+    sys.argv = ["bcgd", *map(str, args)]
+    code = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        sys.argv = old
+    out = capsys.readouterr()
+    return SimpleNamespace(returncode=code, stdout=out.out, stderr=out.err)

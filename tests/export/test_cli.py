@@ -127,5 +127,7 @@ def test_export_cli(runner, ckpt_dir, tmp_path):
     assert res.exit_code == 0, res.output
     rep = json.loads(res.output)
     assert rep["signature"] == "obs" and rep["parity"]["max_abs_err"] <= 1e-5 and out.is_file()
-    res = runner.invoke(app, ["export", str(ckpt_dir / "run.pt"), "-o", str(out)])
+    res = runner.invoke(app, ["export", str(ckpt_dir / "run.pt"), "-o", str(out)])  # it exists: not replaced
+    assert res.exit_code != 0 and "exists; give --force" in str(res.exception)
+    res = runner.invoke(app, ["export", str(ckpt_dir / "run.pt"), "-o", str(out), "--force"])
     assert res.exit_code == 0 and "parity" in res.output and "max abs" in res.output

@@ -144,12 +144,16 @@ def test_replay_of_the_policy_clip_with_pinned_base(untrained_onnx):
 
 
 def test_model_hash_mismatch_needs_force(untrained_onnx, tmp_path, capsys):
+    """A policy exported for another robot model: its metadata names another model hash (and its content hash
+    is sealed as the exporter seals it; an edit without that is refused as a changed file)."""
+    from bcg_deploy.integrity import seal
+
     model = onnx.load(str(untrained_onnx))
     for p in model.metadata_props:
         if p.key == "bcgd.robot":
             p.value = json.dumps({"name": "g1", "model_hash": "f" * 64})
     path = tmp_path / "other_hash.onnx"
-    onnx.save(model, str(path))
+    path.write_bytes(seal(model))
     code, err = run_cli(["sim2sim", path, "--runs", "1"], capsys)
     assert code == 2 and "pass --force" in err
     rep = run_sim2sim(path, Sim2SimConfig(runs=1, force=True, max_duration_s=0.2))

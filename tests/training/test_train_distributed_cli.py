@@ -54,6 +54,10 @@ def test_killed_rank_stops_every_rank_with_one_line_and_run_pt_resumes(tmp_path:
         time.sleep(0.5)
     ranks = _children(p.pid)
     assert len(ranks) == 2
+    from bcg_deploy.rundir import RunDirBusy, claim_run_dir
+
+    with pytest.raises(RunDirBusy):  # the launcher holds the run folder (and the ranks did not deadlock on it)
+        claim_run_dir(run, fresh=False)
     t0 = time.monotonic()
     os.kill(ranks[1], signal.SIGKILL)
     out, err = p.communicate(timeout=120)
@@ -77,6 +81,7 @@ def test_killed_rank_stops_every_rank_with_one_line_and_run_pt_resumes(tmp_path:
     assert int(ck2["iteration"]) == stored + 2 and ck2["world"]["size"] == 1
     last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
     assert last["iteration"] == stored + 2
+    assert not (run / ".bcgd-train.lock").exists()  # released by both runs
 
 
 @pytest.mark.parametrize(

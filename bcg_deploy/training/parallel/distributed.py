@@ -33,6 +33,7 @@ import torch
 import torch.distributed as dist
 
 from bcg_deploy.errors import BcgdError
+from bcg_deploy.rundir import held_fds
 from bcg_deploy.training.parallel.host_reduce import HostReducer
 from bcg_deploy.training.rng import even_split
 
@@ -355,7 +356,10 @@ def launch_local(argv: Sequence[str], nproc: int, stop_grace_s: float = 10.0, sa
     with _catching((signal.SIGINT, signal.SIGTERM), lambda signum, frame: asked.note(signum)):
         for r in range(nproc):
             env = {**base, "RANK": str(r), "LOCAL_RANK": str(r), LAUNCHED_ENV: "1"}
-            procs.append(subprocess.Popen([sys.executable, "-m", "bcg_deploy.cli", *argv], env=env))
+            # the run folder's lock (rundir) goes with them: it lives while any of them does
+            procs.append(
+                subprocess.Popen([sys.executable, "-m", "bcg_deploy.cli", *argv], env=env, pass_fds=held_fds())
+            )
         failed: tuple[int, int] | None = None
         while failed is None and not asked.requested:
             codes = [p.poll() for p in procs]
