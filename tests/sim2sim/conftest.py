@@ -1,7 +1,8 @@
 """sim2sim test fixtures: an UNTRAINED policy exported by the real exporter (``bcg_deploy.export``).
 
 The checkpoint is made with the real training code (untrained actor of the default size, fresh
-normaliser, the training config defaults, the short synthetic clip of tests.synthetic).
+normaliser, the training config defaults with the paper observation profile the actor reads, the short
+synthetic clip of tests.synthetic).
 Only the tests import training/export; the sim2sim package itself never does.
 """
 
@@ -29,11 +30,13 @@ def make_untrained_checkpoint(path: Path, seconds: float = 1.5) -> Path:
     om = ObservationModule(robot, motion)
     torch.manual_seed(0)
     actor = Actor(om.obs_dim, robot.num_joints)
+    config = TrainConfig()
+    config.env.obs_profile = "paper"  # the actor above reads the paper ObservationModule's 849 values
     payload = build_checkpoint(
         robot=robot,
         motion=motion,
         observation=om,
-        config=asdict(TrainConfig()),
+        config=asdict(config),
         actor=actor,
         obs_normalizer=RunningNormalizer(om.obs_dim),
     )

@@ -22,7 +22,7 @@ def test_method_defaults():
     assert (b.enabled, b.num_branches, b.horizon, b.sigma_p, b.sigma_v, b.tau) == (False, 10, 2, 0.01, 0.02, 400.0)
     assert (c.sim.physics_dt, c.sim.substeps, c.sim.kappa) == (0.005, 4, 300.0)
     d = c.domain_rand
-    assert d.friction == (0.3, 1.2) and d.kp_scale == (0.8, 1.2) and d.armature_scale == (0.75, 1.25)
+    assert d.friction == (0.3, 1.6) and d.kp_scale == (0.8, 1.2) and d.armature_scale == (0.75, 1.25)
     assert d.push_ang_vel == (0.52, 0.52, 0.78) and d.reset_rot == (0.1, 0.1, 0.2)
 
 
