@@ -95,6 +95,8 @@ class Sim2SimConfig:
     stop_on_fall: bool = True
     force: bool = False
     """Run even if the policy was trained on another robot model (hash mismatch)."""
+    stack: str | None = None
+    """The deploy stack whose runtime replays an obs-signature policy (``bcg_deploy.stacks``); None: detected."""
     robot: str = "g1"
     mjcf: str | None = None
     """Replay in another G1 model (MJCF file): joints and bodies matched by name, PD gains, effort limits,
@@ -241,9 +243,12 @@ def prepare(onnx_path: str | Path | None, cfg: Sim2SimConfig) -> Sim2SimSetup:
     notes: list[str] = []
     policy = None
     if onnx_path is not None:
-        policy = OnnxPolicy(onnx_path, spec, force=cfg.force)
+        from bcg_deploy.stacks.replay import load_policy
+
+        policy = load_policy(onnx_path, spec, cfg.stack, cfg.force)  # verified against its stack first
         meta = policy.meta
-        if meta.robot.get("model_hash") != spec.model_hash:
+        notes.extend(getattr(policy, "notes", []))
+        if meta.robot.get("model_hash") not in (None, spec.model_hash):
             notes.append("robot model hash differs from the policy's (--force)")
         kp, kd, effort, control_dt, armature = meta.kp, meta.kd, meta.effort_limit, meta.control_dt, meta.armature
     elif cfg.replay and cfg.motion is not None:
@@ -344,7 +349,8 @@ def _finish_setup(spec, ref, control_dt, kp, kd, effort, armature, cfg, policy, 
     if cfg.noise_scale > 0:
         if policy is None or cfg.replay:
             notes.append("--noise has no effect on a replay (no policy reads the sensors)")
-        levels, note = noise_levels(meta.input_noise if meta else None, meta.obs_noise_scale if meta else None)
+        levels, note = noise_levels(meta.input_noise if meta else None, meta.obs_noise_scale if meta else None,
+                                    meta.input_noise_source if meta else None)  # fmt: skip
         setup.noise = SensorNoise(levels, cfg.noise_scale)
         notes.append(f"noise levels: {note}")
     if cfg.init_noise and policy is not None and not cfg.replay:
@@ -397,6 +403,7 @@ def _settings(onnx_path, cfg: Sim2SimConfig, s: Sim2SimSetup) -> dict:
     }
     if s.policy is not None:
         m = s.policy.meta
+        out["stack"] = s.policy.settings() if hasattr(s.policy, "settings") else {"name": "bcgd"}
         out["policy"] = {
             "path": str(onnx_path),
             "sha256": s.policy.sha256,
@@ -636,39 +643,16 @@ def _fill_inputs(inputs: dict, qpos: np.ndarray, qvel: np.ndarray) -> None:
 
 
 def _policy_controller(setup: Sim2SimSetup) -> Controller:
+    """bcgd's raw-state ONNX: the policy itself; an obs-signature policy: its deploy stack's runtime
+    (``bcg_deploy.stacks``), which builds the observation and the targets as the stack does."""
     policy = setup.policy
-    if policy.profile is not None:
-        return _obs_contract_controller(setup)
+    if isinstance(policy, OnnxPolicy) and policy.profile is None:
 
-    def act(k: int, inputs: dict) -> np.ndarray:
-        return policy.act(inputs, k)
+        def act(k: int, inputs: dict) -> np.ndarray:
+            return policy.act(inputs, k)
 
-    return act
-
-
-def _obs_contract_controller(setup: Sim2SimSetup) -> Controller:
-    """An obs-signature policy, driven as its stack drives it: the observation built here from the sensed
-    state by term name (``obs_contract``), target = default_joint_pos + action_scale * actions."""
-    from bcg_deploy.sim2sim.obs_contract import ObsContract
-
-    policy, meta = setup.policy, setup.policy.meta
-    contract = ObsContract(policy.profile, setup.model, setup.reference, meta.joint_names, meta.body_names,
-                           meta.default_joint_pos)  # fmt: skip
-    last = np.zeros(len(meta.joint_names))
-    scale = meta.action_scale
-
-    def act(k: int, inputs: dict) -> np.ndarray:
-        qpos = np.concatenate([inputs["base_pos"][0], inputs["base_quat"][0], inputs["joint_pos"][0]])
-        qvel = np.concatenate([inputs["base_lin_vel"][0], inputs["base_ang_vel"][0], inputs["joint_vel"][0]])
-        qpos, qvel = qpos.astype(np.float64), qvel.astype(np.float64)
-        if k == 0:
-            contract.reset(qpos)
-            last[:] = 0.0
-        actions = policy.run_obs(contract.observation(k, qpos, qvel, last), k)
-        last[:] = actions
-        return meta.default_joint_pos + scale * actions
-
-    return act
+        return act
+    return policy.controller(setup)
 
 
 def _replay_controller(ref: Reference) -> Controller:
