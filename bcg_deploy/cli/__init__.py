@@ -112,7 +112,7 @@ def _register() -> None:
 
     from bcg_deploy.cli import robot  # noqa: F401
 
-    for name in ("motions", "train", "export", "sim2sim"):
+    for name in ("motions", "train", "export", "sim2sim", "verify"):
         try:
             importlib.import_module(f"bcg_deploy.cli.{name}")
         except ModuleNotFoundError as exc:

@@ -21,6 +21,19 @@ def speed(sim_s: float, wall_s: float) -> str:
     return f"{float(f'{rtf:.2g}'):g}x"
 
 
+def stack_line(stack: dict | None) -> str | None:
+    """One line naming the stack that replayed the policy and which of its runtime behaviours are modelled."""
+    if not stack or "behaviours" not in stack:
+        return None
+    rows = stack["behaviours"]
+    skipped = [r["behaviour"].split(":")[0].split(" (")[0][:60] for r in rows if not r["modelled"].startswith("yes")]
+    not_modelled = f"; not: {'; '.join(skipped)}" if skipped else ""
+    return (
+        f"stack {stack['name']} ({stack['repo']}; {stack['chosen']}): {len(rows) - len(skipped)} of {len(rows)} "
+        f"runtime behaviours modelled{not_modelled} (--json: settings.stack)"
+    )
+
+
 @app.command("sim2sim")
 def sim2sim(
     policy: Path | None = typer.Argument(
@@ -67,6 +80,12 @@ def sim2sim(
     height: int = typer.Option(480, "--height", help="Video height (pixels)."),
     viewer: bool = typer.Option(False, "--viewer", help="Show run 0 in the interactive viewer (needs a display)."),
     robot: str = typer.Option("g1", "--robot", help="Packaged robot name."),
+    stack: str | None = typer.Option(
+        None,
+        "--stack",
+        help="Deploy stack whose runtime replays POLICY (default: from its files; bcgd verify).",
+        show_default=False,
+    ),  # fmt: skip
     mjcf: Path | None = typer.Option(
         None, "--mjcf", help="Another G1 model (MJCF): joints/bodies by name, gains from the ONNX, its own collisions."
     ),
@@ -96,6 +115,7 @@ def sim2sim(
         robot=robot,
         mjcf=None if mjcf is None else str(mjcf),
         jobs=jobs,
+        stack=stack,
     )
     to_stdout = json_path is not None and str(json_path) == "-"
     out = err_console if to_stdout else console
@@ -130,7 +150,7 @@ def sim2sim(
         )
     json_out(report.to_json(), json_path)
     out.print(report.table())
-    for note in [*report.settings["notes"], report.fall_starts()]:
+    for note in [*report.settings["notes"], stack_line(report.settings.get("stack")), report.fall_starts()]:
         if note:
             out.print(f"[dim]note: {note}[/]", highlight=False)
     m, x = report.settings["mujoco"], report.extras

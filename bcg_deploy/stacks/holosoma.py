@@ -177,15 +177,19 @@ def read(o: OnnxFacts, spec: RobotSpec, f: Findings) -> HoloFiles:
                   f"policy_action_scale {ACTION_SCALE:g} (policies/base.py:149; it ignores the ONNX's)")  # fmt: skip
     else:
         f.note(
-            f"{o.path.name} has no action_scale: holosoma fc600e7 applies its WBT config's {ACTION_SCALE:g}, the "
+            f"{o.path.name} has no action_scale: holosoma fc600e7 applies its WBT config's {ACTION_SCALE:.1f}, the "
             "scale this policy was trained with; later holosoma derives 0.25 x effort / kp per joint (0.35-0.55) for "
             "an ONNX without one and the robot falls: run it there with "
             "--task.no-action-scales-by-effort-limit-over-p-gain (holosoma #125)"
         )
     out.num_frames = table_rows(o, "joint_pos")
+    if out.kp is not None:
+        layout = ", ".join(f"{t} {TERMS[t]}" for t in ORDER)
+        f.fact(f"metadata kp {out.kp.min():g}-{out.kp.max():g}, kd {out.kd.min():g}-{out.kd.max():g}; "
+               f"robot_urdf with the 29 G1 joints and {REF_BODY}; observation {layout}")  # fmt: skip
     f.fact(f"ONNX {o.path.name}: obs {o.inputs.get('obs')} + time_step -> {', '.join(OUTPUTS)}, opset {o.opset}, "
            f"{out.num_frames if out.num_frames is not None else '?'} frames; default pose and action scale "
-           f"{ACTION_SCALE:g} from holosoma's config")  # fmt: skip
+           f"{ACTION_SCALE:.1f} from holosoma's config")  # fmt: skip
     return out
 
 

@@ -192,6 +192,11 @@ def read(o: OnnxFacts, spec: RobotSpec, f: Findings) -> MtcFiles:
         if n is not None and n != b * per:
             f.bad(f"{o.path.name}: output {name} has {o.outputs[name]}, expected {b} bodies x {per}")
     out.num_frames = table_rows(o, "joint_pos")
+    if out.scale is not None and out.kp is not None:
+        order = "G1 order" if out.perm is not None and list(out.perm) == list(range(j)) else "mapped by name"
+        f.fact(f"metadata: {j} joints ({order}), "
+               f"action scale {out.scale.min():g}-{out.scale.max():g}, kp {out.kp.min():g}-{out.kp.max():g}, "
+               f"terms {', '.join(f'{n} {s}x{h}' for n, s, h in out.terms)}")  # fmt: skip
     f.fact(f"ONNX {o.path.name}: obs {o.inputs.get('obs')} + time_step -> actions {o.outputs.get('actions')}, "
            f"opset {o.opset}, {len(out.terms)} terms, anchor {out.anchor}, {b} bodies, "
            f"{out.num_frames if out.num_frames is not None else '?'} frames")  # fmt: skip

@@ -312,6 +312,13 @@ def _read_deploy_yaml(doc: dict, path: Path, out: UnitreeFiles, spec: RobotSpec,
     _read_actions(doc.get("actions") or {}, path, out, n, f)
     _read_observations(doc.get("observations") or {}, path, out, n, f)
     _check_joint_order(path, out, spec, f)
+    if out.terms and out.scale is not None and out.kp is not None:
+        identity = out.ids is not None and bool(np.all(out.ids == np.arange(out.ids.size)))
+        f.fact(
+            f"{path.name}: {len(out.terms)} terms = {out.obs_size} values ({', '.join(t.name for t in out.terms)}), "
+            f"step_dt {out.step_dt:g} s, joint_ids_map {'identity' if identity else 'permuted'}, action scale "
+            f"{out.scale.min():g}-{out.scale.max():g}, offset = default_joint_pos, kp {out.kp.min():g}-{out.kp.max():g}"
+        )
 
 
 def _read_actions(actions: dict, path: Path, out: UnitreeFiles, n: int, f: Findings) -> None:
