@@ -26,7 +26,7 @@ def stack_line(stack: dict | None) -> str | None:
     if not stack or "behaviours" not in stack:
         return None
     rows = stack["behaviours"]
-    skipped = [r["behaviour"].split(":")[0].split(" (")[0][:60] for r in rows if not r["modelled"].startswith("yes")]
+    skipped = [r["name"] for r in rows if not r["modelled"].startswith("yes")]
     not_modelled = f"; not: {'; '.join(skipped)}" if skipped else ""
     return (
         f"stack {stack['name']} ({stack['repo']}; {stack['chosen']}): {len(rows) - len(skipped)} of {len(rows)} "

@@ -24,8 +24,10 @@ from bcg_deploy.sim2sim.reference import Reference, reference_from_states
 
 @dataclass(frozen=True)
 class Behaviour:
-    """One thing a stack's runtime does, where its code does it, and whether sim2sim models it."""
+    """One thing a stack's runtime does (``name``: a few words; ``text``), where its code does it, and whether
+    sim2sim models it."""
 
+    name: str
     text: str
     source: str
     modelled: str = "yes"
@@ -51,7 +53,9 @@ class StackInfo:
 
     def table(self) -> list[dict]:
         """The behaviours as rows (for the report)."""
-        return [{"behaviour": b.text, "source": b.source, "modelled": b.modelled} for b in self.behaviours]
+        return [
+            {"name": b.name, "behaviour": b.text, "source": b.source, "modelled": b.modelled} for b in self.behaviours
+        ]
 
 
 @dataclass

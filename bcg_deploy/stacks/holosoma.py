@@ -73,28 +73,34 @@ INFO = StackInfo(
     motion="the graph's tables at the clamped time_step (src/holosoma/holosoma/utils/inference_helpers.py:191-200)",
     behaviours=(
         Behaviour(
+            "zero-observation setup call",
             "setup runs the policy on a zero observation at time_step 0: motion_command_0 and ref_quat_0",
             _I + "policies/wbt.py:192-208",
         ),
         Behaviour(
+            "reference one step behind",
             "each step observes the reference of the PREVIOUS call (frame k - 1 at step k, frame 0 at step 0) and "
             "runs the policy with time_step k",
             _I + "policies/wbt.py:262-320",
         ),
         Behaviour(
+            "yaw-offset anchor term (URDF FK)",
             "motion_ref_ori_b: 6D of (robot torso minus its start yaw)^-1 (reference torso minus its frame-0 yaw), "
             "robot torso by forward kinematics of the ONNX's robot_urdf from the IMU quaternion and encoders",
             _I + "policies/wbt.py:147-167, 268-277, 421-445",
         ),
         Behaviour(
+            "clipped last action",
             "last action = the clipped, unscaled output (zero at start)",
             _I + "policies/wbt.py:307-310, policies/base.py:153, 225",
         ),
         Behaviour(
+            "config default pose and scale",
             "default pose and action scale from the config, not the ONNX; an ONNX action_scale is ignored",
             _I + "policies/base.py:68, 149, 596",
         ),
         Behaviour(
+            "stiff hold / gantry / start keys",
             "stiff hold, gantry and the ']' then 's' start sequence of its sim2sim",
             _I + "policies/wbt.py:105-145, 333-401; docs/workflows/sim-to-sim-wbt.md",
             "no: the clip starts at the policy's first step, from the reference's first frame",

@@ -57,31 +57,37 @@ INFO = StackInfo(
     motion="the graph's tables at the clamped time_step (whole_body_tracking utils/exporter.py:44-54)",
     behaviours=(
         Behaviour(
+            "reset forward on zeros",
             "reset() runs the policy once on a ZERO observation at the start step: the first 'actions' "
             "(last action) term is that output, not zero",
             _C + "src/MotionOnnxPolicy.cpp:11-15",
         ),
         Behaviour(
+            "reference from the last forward",
             "each update builds the observation from the reference of the previous forward (frame k at step k) "
             "and runs the policy with time_step k + 1",
             _C + "src/MotionOnnxPolicy.cpp:17-40",
         ),
         Behaviour(
+            "start alignment (position, yaw)",
             "at reset the whole motion is moved so that its start anchor (torso) matches the robot's in position "
             "and yaw",
             _C + "src/MotionCommand.cpp:36-42, include/motion_tracking_controller/MotionCommand.h:43-49",
         ),
         Behaviour(
+            "anchor terms",
             "anchor terms: R_a^T (T_init p_ref - p_a) and the 6D r00 r01 r10 r11 r20 r21 of R_a^T R_init R_ref, "
             "robot anchor by forward kinematics of the estimated base pose and the encoders",
             _C + "src/MotionCommand.cpp:49-64",
         ),
         Behaviour(
+            "history layout > 1 frame",
             "observation history of more than one frame: layout of the (non-public) base class",
             "legged_rl_controllers (headers only)",
             "as Isaac Lab's, oldest frame first per term (whole_body_tracking ships history 1)",
         ),
         Behaviour(
+            "state estimator",
             "the state estimator (base position and linear velocity) of legged_control2",
             _C + "config/g1/controllers.yaml:5-20",
             "no: the true MuJoCo base state, with --noise / --obs-latency as the estimator's error",

@@ -67,45 +67,54 @@ ACTIONS = ("JointPositionAction", "JointVelocityAction")  # joint_actions.h:357-
 
 _SHARED = (
     Behaviour(
+        "terms by registered name",
         "observation terms built by registered name, in deploy.yaml order; per term clip then scale "
         "(scale_first: scale then clip), history oldest first",
         _MJ + "include/isaaclab/manager/observation_manager.h:142-231, manager_term_cfg.h:27-62",
     ),
     Behaviour(
+        "obs bound at the model's size",
         "the ONNX input is bound to the group 'obs' with the MODEL's static size: a shorter observation is read "
         "past its end (no error; unitree_rl_mjlab #23)",
         _MJ + "include/isaaclab/algorithms/algorithms.h:257-292",
         "checked by verify (refused before a run)",
     ),
     Behaviour(
+        "raw * scale + offset, clip",
         "target = raw * scale + offset, then the per-joint clip if any; sent to motor joint_ids_map[i]",
         _MJ + "include/isaaclab/envs/mdp/actions/joint_actions.h:282-302, robots/g1/src/State_Mimic.cpp:182-187",
     ),
     Behaviour(
+        "raw last action",
         "last_action = the raw policy output (zero after reset)",
         _MJ + "include/isaaclab/envs/mdp/observations/observations.h:176-180, manager/action_manager.h:151-157",
     ),
     Behaviour(
+        "anchor = IMU x waist",
         "robot anchor = IMU (pelvis) quaternion x Rz(waist yaw) Rx(waist roll) Ry(waist pitch) of motors 12-14",
         _MJ + "robots/g1/src/State_Mimic.cpp:10-25",
     ),
     Behaviour(
+        "init_quat vs reference pelvis yaw",
         "at entry init_quat = yaw(robot anchor) yaw(reference PELVIS)^T (the reference anchor is the torso)",
         _MJ + "robots/g1/src/State_Mimic.cpp:162-165",
     ),
     Behaviour(
+        "anchor term (fixed UB)",
         "anchor term: rot = ((init_quat ref_anchor)^-1 real_anchor)^T, 6D r00 r01 r10 r11 r20 r21; the mjlab "
         "stack reads a destroyed temporary there (undefined behaviour), fixed in unitree_rl_lab 4711dee",
         _MJ + "robots/g1/src/State_Mimic.cpp:63-77",
         "yes, the FIXED term (unitree_rl_lab 4711dee State_Mimic.cpp)",
     ),
     Behaviour(
+        "targets before the first step",
         "the policy thread steps immediately at entry; until its first step the motors get the action "
         "manager's zero-initialised targets (unitree_rl_mjlab) or hold the measured pose (unitree_rl_lab)",
         _MJ + "robots/g1/src/State_Mimic.cpp:150-187; " + _LB + "src/State_Mimic.cpp enter(), run()",
         "no: sim2sim's first target is the first policy step's (the window is the policy's compute time)",
     ),
     Behaviour(
+        "FSM transitions",
         "FSM transitions: time-out to another state, bad orientation to Passive (disabled: returns false)",
         _MJ + "robots/g1/src/State_Mimic.cpp:124-135, include/isaaclab/envs/mdp/terminations.h:10-16",
         "no: a run ends at the clip's end or a fall (pelvis below fall_height)",
@@ -133,6 +142,7 @@ INFO = {
         "(State_Mimic.h:95-101, State_Mimic.cpp:171): at some steps frame k-1",
         behaviours=(
             Behaviour(
+                "float32 frame index",
                 "reference frame = floor(float32(k) * 0.02f / (1 / 50.f)): frame k - 1 at some steps",
                 _MJ + "robots/g1/include/State_Mimic.h:95-101, robots/g1/src/State_Mimic.cpp:171",
             ),
@@ -161,11 +171,13 @@ INFO = {
         "(include/State_Mimic.h MotionLoader_::update, _comupte_raw_derivative)",
         behaviours=(
             Behaviour(
+                "CSV interpolation",
                 "CSV motion at the config's fps, interpolated at t = k step_dt (index rounding and blend as coded), "
                 "velocities by forward differences",
                 _LB + "include/State_Mimic.h MotionLoader_",
             ),
             Behaviour(
+                "init_quat before reset",
                 "init_quat uses the loader's reference yaw BEFORE motion->reset(time_start)",
                 _LB + "src/State_Mimic.cpp enter() (policy thread)",
             ),

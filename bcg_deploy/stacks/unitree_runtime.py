@@ -108,7 +108,7 @@ def root_motion(files: UnitreeFiles, spec: RobotSpec, control_dt: float) -> Root
     i1 = np.minimum(i0 + 1, files.joint_pos.shape[0] - 1)
     a = (x - i0)[:, None]
     lerp = lambda v: (1 - a) * v[i0].astype(np.float64) + a * v[i1].astype(np.float64)  # noqa: E731
-    q = quat.slerp(files.root_quat[i0].astype(np.float64), files.root_quat[i1].astype(np.float64), a)
+    q = quat.slerp(files.root_quat[i0].astype(np.float64), files.root_quat[i1].astype(np.float64), a[:, 0])
     jp = lerp(files.joint_pos)[:, perm]
     jv = np.gradient(jp, control_dt, axis=0)
     return RootMotion(1.0 / control_dt, lerp(files.root_pos), q, jp, jv, f"motion file {files.motion_path.name}")
