@@ -105,7 +105,8 @@ def wbt(folder: Path, out: Path) -> None:
             "joint_stiffness": _csv3(kp), "joint_damping": _csv3(src.kd),
             "default_joint_pos": _csv3(src.default), "command_names": "motion",
             "observation_names": _csv3([MJLAB_TERMS[t.name] for t in src.terms]),
-            "action_scale": _csv3(src.scale), "anchor_body_name": "torso_link", "body_names": _csv3(BODIES)}  # fmt: skip
+            "action_scale": _csv3(src.scale), "anchor_body_name": "torso_link",
+            "body_names": _csv3(BODIES)}  # fmt: skip
     for k, v in meta.items():
         model.metadata_props.append(onnx.StringStringEntryProto(key=k, value=v))
     onnx.checker.check_model(model)
