@@ -327,7 +327,8 @@ def _finish_setup(spec, ref, control_dt, kp, kd, effort, armature, cfg, policy, 
         joints = meta.joint_names if meta else spec.joint_names
         bodies = meta.body_names if meta else spec.body_names
         anchor = [policy.profile.anchor_body] if policy is not None and policy.profile is not None else []
-        other = load_mjcf(cfg.mjcf, joints, tuple(bodies) + tuple(anchor))
+        other = load_mjcf(cfg.mjcf, joints, tuple(bodies) + tuple(anchor), getattr(policy, "model_edit", None))
+        notes.extend(getattr(policy, "model_notes", []))
         ids = body_ids(other, bodies)
         notes.append(f"model {cfg.mjcf}: its own bodies, inertias and collision geometry; ONNX gains and armature")
     model = build_model(spec, cfg.physics_dt, np.asarray(effort, np.float64), armature, other)

@@ -109,7 +109,8 @@ def read_onnx(path: Path, f: Findings) -> OnnxFacts | None:
     try:
         proto = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # onnx raises its own DecodeError and OSError subclasses
-        f.bad(f"{path}: not an ONNX model ({str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__})")
+        why = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        f.bad(f"{path}: not a loadable ONNX model ({why})")
         return None
     for t in proto.graph.initializer:
         for e in t.external_data:

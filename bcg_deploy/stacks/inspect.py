@@ -97,16 +97,16 @@ def detect(path: Path) -> tuple[str, str]:
         )
     f = Findings()
     o = read_onnx(path, f)
-    if o is None:
-        raise BcgdError(f.mismatches[0])
-    keys = _bcgd_keys(o) or {}
-    if keys.get("signature") not in (None, "obs"):
-        return BCGD, "bcgd export with the raw-state signature"
-    profile = keys.get("profile")
-    if profile in _PROFILE_STACK:
-        return _PROFILE_STACK[profile], f"bcgd export, profile {profile}"
-    if profile == "paper":
-        return BCGD, "bcgd export, paper profile"
+    if o is None:  # unreadable: bcgd's own loader names why
+        return BCGD, f.mismatches[0]
+    keys = _bcgd_keys(o)
+    if "obs" not in o.inputs:
+        return BCGD, "no obs input: bcgd's raw-state signature"
+    if keys is not None:
+        profile = keys.get("profile")
+        if profile in _PROFILE_STACK:
+            return _PROFILE_STACK[profile], f"bcgd export, profile {profile}"
+        return BCGD, f"bcgd export, profile {profile}"
     if "robot_urdf" in o.metadata or "ref_quat_xyzw" in o.outputs:
         return holosoma.NAME, "robot_urdf metadata / ref_quat_xyzw output"
     if "anchor_body_name" in o.metadata or "body_pos_w" in o.outputs:

@@ -76,6 +76,16 @@ class StackPolicy:
         self.profile = _profile_for(ins)
         self.notes = [f"note from {self.stack}: {n}" for n in ins.findings.notes]
         self.meta = self._meta(force)
+        self.model_edit, self.model_notes = None, []
+        """For ``--mjcf``: the settings the stack's training code adds to its own G1 model (a Unitree-trained policy
+        on unitree_rl_mjlab: mjlab's collision config; bcgd's exports keep the model as written)."""
+        if self.stack == unitree.MJLAB and ins.bcgd is None:
+            self.model_edit = self._mjlab_collision
+
+    def _mjlab_collision(self, spec) -> None:  # noqa: ANN001 - mujoco.MjSpec
+        applied = unitree.mjlab_full_collision(spec)
+        if applied:
+            self.model_notes.append(f"--mjcf model: {applied}")
 
     # --- what the runner reads
     def _meta(self, force: bool) -> PolicyMetadata:

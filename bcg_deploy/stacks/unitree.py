@@ -14,6 +14,7 @@ behaviour, garbage when built with optimisation); unitree_rl_lab 4711dee materia
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -543,3 +544,28 @@ def _read_csv(out: UnitreeFiles, n: int, f: Findings) -> None:
     vel = (data[1:, 7:] - data[:-1, 7:]) / dt
     out.joint_vel = np.concatenate([vel, vel[-1:]], axis=0)
     f.fact(f"motion {p.name}: {len(data)} frames at {out.fps:g} fps ({len(data) / out.fps:.2f} s)")
+
+
+FOOT_CAPSULE = re.compile(r"^(left|right)_foot[1-7]_collision$")
+
+
+def mjlab_full_collision(spec) -> str | None:  # noqa: ANN001 - mujoco.MjSpec
+    """mjlab's G1 ``FULL_COLLISION`` (unitree_rl_mjlab 5b7e396 ``mjlab/asset_zoo/robots/unitree_g1/
+    g1_constants.py:234-241``, applied by ``mjlab/utils/spec_config.py:206-237``): every ``*_collision`` geom
+    collides (contype 1, conaffinity 1) with condim 1, the 14 sole capsules with condim 3, priority 1 and
+    friction 0.6; other geoms do not collide. The XML alone has condim 6, priority 1, friction 1 on every
+    collision geom. A model without mjlab's sole capsules is left as it is (returns None)."""
+    geoms = [g for g in spec.geoms if g.name and g.name.endswith("_collision")]
+    if not any(FOOT_CAPSULE.match(g.name) for g in geoms):
+        return None
+    names = {g.name for g in geoms}
+    for g in spec.geoms:
+        if g.name in names:
+            foot = bool(FOOT_CAPSULE.match(g.name))
+            g.contype, g.conaffinity = 1, 1
+            g.condim, g.priority = (3, 1) if foot else (1, 0)
+            if foot:
+                g.friction[0] = 0.6
+        else:
+            g.contype, g.conaffinity = 0, 0
+    return "mjlab FULL_COLLISION (g1_constants.py:234-241): condim 1, soles condim 3, friction 0.6"
