@@ -310,11 +310,6 @@ def _read_deploy_yaml(doc: dict, path: Path, out: UnitreeFiles, spec: RobotSpec,
             )
         else:
             out.ids = ids.astype(int)
-            if out.stack == MJLAB and np.any(out.ids != np.arange(n_motors)):
-                f.bad(
-                    f"{path.name} joint_ids_map is not the identity: unitree_rl_mjlab's motion_command and anchor "
-                    "read the motion file in file order, joint_pos_rel in policy order (State_Mimic.cpp:18-21,46-61)"
-                )
     n = out.ids.size if out.ids is not None else n_motors
     out.kp = _floats(doc.get("stiffness", []), f"{path.name} stiffness (motor order)", f, n_motors)
     out.kd = _floats(doc.get("damping", []), f"{path.name} damping (motor order)", f, n_motors)
@@ -407,16 +402,28 @@ def _read_observations(obs: dict, path: Path, out: UnitreeFiles, n: int, f: Find
 
 def _check_joint_order(path: Path, out: UnitreeFiles, spec: RobotSpec, f: Findings) -> None:
     """deploy.yaml names no joints: the order shows in the per-joint values. Each policy joint's default must
-    lie in the range of the motor it drives (motor i = the G1 joint ``spec.joint_names[i]``)."""
+    lie in the range of the motor it drives (motor i = the G1 joint ``spec.joint_names[i]``); unitree_rl_mjlab
+    also needs the identity map (its motion_command and anchor read the motion file in file order, joint_pos_rel
+    in policy order: State_Mimic.cpp:18-21, 46-61). One line for the order, however many joints it moves."""
     if out.ids is None or out.default is None:
         return
     rng = spec.joint_range[out.ids]
     bad = np.nonzero((out.default < rng[:, 0] - 1e-6) | (out.default > rng[:, 1] + 1e-6))[0]
-    for i in bad[:3]:
-        f.bad(
-            f"{path.name}: policy joint {i} drives motor {out.ids[i]} ({spec.joint_names[out.ids[i]]}) with default "
-            f"{out.default[i]:g} rad outside its range [{rng[i, 0]:g}, {rng[i, 1]:g}]: wrong joint order"
+    moved = out.stack == MJLAB and bool(np.any(out.ids != np.arange(out.ids.size)))
+    if not (moved or bad.size):
+        return
+    why = []
+    if moved:
+        why.append("joint_ids_map is not the identity, which unitree_rl_mjlab's motion_command and anchor need "
+                   "(State_Mimic.cpp:18-21, 46-61)")  # fmt: skip
+    if bad.size:
+        i = int(bad[0])
+        why.append(
+            f"policy joint {i} drives motor {out.ids[i]} ({spec.joint_names[out.ids[i]]}) with default "
+            f"{out.default[i]:g} rad outside its range [{rng[i, 0]:g}, {rng[i, 1]:g}]"
+            + (f" ({bad.size} joints so)" if bad.size > 1 else "")
         )
+    f.bad(f"{path.name}: wrong joint order: {'; '.join(why)}")
 
 
 def _check_onnx(out: UnitreeFiles, f: Findings) -> None:
