@@ -330,7 +330,9 @@ def _finish_setup(spec, ref, control_dt, kp, kd, effort, armature, cfg, policy, 
         other = load_mjcf(cfg.mjcf, joints, tuple(bodies) + tuple(anchor), getattr(policy, "model_edit", None))
         notes.extend(getattr(policy, "model_notes", []))
         ids = body_ids(other, bodies)
-        notes.append(f"model {cfg.mjcf}: its own bodies, inertias and collision geometry; ONNX gains and armature")
+        notes.append(
+            f"model {cfg.mjcf}: its own bodies, inertias and collision geometry; the policy's gains and armature"
+        )
     model = build_model(spec, cfg.physics_dt, np.asarray(effort, np.float64), armature, other)
     setup = Sim2SimSetup(spec, ref, control_dt, n_sub, kp, kd, effort, model, policy, notes=notes, body_ids=ids)
     if other is not None and foot_geoms(model).size == 0:

@@ -31,12 +31,41 @@ config_values/wbt/g1/observation.py give the same levels as the unitree profile 
 
 def load_policy(path: str | Path, spec: RobotSpec, stack: str | None = None, force: bool = False,
                 motion: str | Path | None = None):  # fmt: skip
-    """OnnxPolicy for a bcgd raw-state export (``stack`` None or "bcgd"), else a verified StackPolicy."""
+    """OnnxPolicy for a bcgd raw-state export; ``--stack bcgd`` on a deploy export: :class:`ContractPolicy` (the
+    clean contract, no stack's runtime); otherwise a verified :class:`StackPolicy`."""
     path = Path(path)
     found, _ = detect(path)
     if (stack or found) == BCGD:
-        return OnnxPolicy(path, spec, force=force)
+        onnx_path = path / "exported" / "policy.onnx" if path.is_dir() else path
+        policy = OnnxPolicy(onnx_path, spec, force=force)
+        return policy if policy.profile is None else ContractPolicy(onnx_path, spec, force=force)
     return StackPolicy(path, spec, stack, force, motion)
+
+
+class ContractPolicy(OnnxPolicy):
+    """A bcgd deploy export replayed through the clean contract alone (``--stack bcgd``): the observation built
+    by term name with the training maths (``sim2sim.obs_contract``), the reference frame k at step k, a zero
+    last action at the start, target = default + scale * actions; none of any stack's runtime behaviours."""
+
+    def controller(self, setup):  # noqa: ANN001, ANN201 - runner.Sim2SimSetup -> runner.Controller
+        from bcg_deploy.sim2sim.obs_contract import ObsContract
+
+        meta = self.meta
+        contract = ObsContract(self.profile, setup.model, setup.reference, meta.joint_names, meta.body_names,
+                               meta.default_joint_pos)  # fmt: skip
+        last = np.zeros(len(meta.joint_names))
+
+        def act(k: int, inputs: dict) -> np.ndarray:
+            qpos = np.concatenate([inputs["base_pos"][0], inputs["base_quat"][0], inputs["joint_pos"][0]])
+            qvel = np.concatenate([inputs["base_lin_vel"][0], inputs["base_ang_vel"][0], inputs["joint_vel"][0]])
+            qpos, qvel = qpos.astype(np.float64), qvel.astype(np.float64)
+            if k == 0:
+                contract.reset(qpos)
+                last[:] = 0.0
+            last[:] = self.run_obs(contract.observation(k, qpos, qvel, last), k)
+            return meta.default_joint_pos + meta.action_scale * last
+
+        return act
 
 
 def _profile_for(ins: Inspection):

@@ -119,3 +119,23 @@ def test_reports_name_the_stack(exports, tmp_path):
     rep = run_sim2sim(exports["unitree"], Sim2SimConfig(runs=1, max_duration_s=0.3, jobs=1))
     assert rep.settings["stack"]["name"] == "unitree_rl_mjlab"
     assert {r["name"]: r["modelled"] for r in rep.settings["stack"]["behaviours"]}["float32 frame index"] == "yes"
+
+
+def test_stack_bcgd_is_the_clean_contract(exports):
+    """``--stack bcgd``: the same export through the contract alone; its first step differs from the controller's
+    only by the last-action term (zero against the reset call's output)."""
+    from bcg_deploy.sim2sim.reference import initial_state as init
+    from bcg_deploy.stacks.replay import ContractPolicy
+
+    clean = prepare(exports["beyondmimic"], Sim2SimConfig(runs=1, stack="bcgd"))
+    stack = prepare(exports["beyondmimic"], Sim2SimConfig(runs=1))
+    assert isinstance(clean.policy, ContractPolicy) and isinstance(stack.policy, StackPolicy)
+    q, v = init(clean.reference, clean.model.nq, clean.model.nv)
+    from bcg_deploy.sim2sim.policy import make_inputs
+
+    inputs = make_inputs(29)
+    inputs["base_pos"][0], inputs["base_quat"][0], inputs["joint_pos"][0] = q[:3], q[3:7], q[7:]
+    inputs["base_lin_vel"][0], inputs["base_ang_vel"][0], inputs["joint_vel"][0] = v[:3], v[3:6], v[6:]
+    a = clean.policy.controller(clean)(0, inputs)
+    b = stack.policy.controller(stack)(0, inputs)
+    assert np.abs(a - b).max() > 1e-4
