@@ -164,3 +164,11 @@ def test_bad_input_is_one_error_line(tmp_path):
     assert r.returncode == 2 and r.stderr.strip().startswith("error:") and len(r.stderr.strip().splitlines()) == 1
     r = cli(fx.mtc_onnx(tmp_path / "p.onnx"), "--stack", "ros")
     assert r.returncode == 2 and "--stack ros" in r.stderr
+
+
+def test_sim2sim_refuses_a_mismatch(tmp_path):
+    from bcg_deploy.errors import BcgdError
+    from bcg_deploy.sim2sim.runner import Sim2SimConfig, prepare
+
+    with pytest.raises(BcgdError, match="would not run it as trained.*160 values"):
+        prepare(fx.unitree_folder(tmp_path, obs_dim=160), Sim2SimConfig(runs=1))
