@@ -85,6 +85,9 @@ def detect(path: Path) -> tuple[str, str]:
         raise BcgdError(f"{path}: no such file or folder")
     folder = unitree.policy_folder(path)
     if (folder / "params" / "deploy.yaml").is_file():
+        exported = read_onnx(folder / "exported" / "policy.onnx", Findings())
+        if _bcgd_keys(exported) is not None:  # bcgd export --profile unitree: both motions, mjlab's by default
+            return unitree.MJLAB, "bcgd export, profile unitree (--stack unitree_rl_lab for its CSV)"
         entry = unitree.find_fsm_entry(folder)
         motion = str((entry[1] if entry else {}).get("motion_file", ""))
         if motion.endswith(".csv") or (not motion and not list((folder / "params").glob("*.npz"))

@@ -249,21 +249,34 @@ def _floats(v, what: str, f: Findings, n: int | None = None) -> np.ndarray | Non
 
 def find_fsm_entry(folder: Path) -> tuple[Path, dict] | None:
     """The ``config/config.yaml`` FSM state whose ``policy_dir`` is ``folder`` (paths relative to the robot's
-    project dir, ``include/param.h:60-92``), with that project dir; None when no config names the folder."""
+    project dir, ``include/param.h:60-92``), with that project dir; else the FSM fragment a bcgd export writes in
+    ``params/unitree_rl_lab_fsm.yaml`` (its paths as if the folder sat at its ``policy_dir``); None when neither
+    names the folder."""
     folder = folder.resolve()
     for proj in folder.parents:
         cfg = proj / "config" / "config.yaml"
         if not cfg.is_file():
             continue
-        try:
-            doc = yaml.safe_load(cfg.read_text()) or {}
-        except yaml.YAMLError:
-            return None
-        for state in (doc.get("FSM") or {}).values():
-            if isinstance(state, dict) and "policy_dir" in state:
-                if (proj / str(state["policy_dir"])).resolve() == folder:
-                    return proj, state
+        for state in _fsm_states(cfg):
+            if (proj / str(state["policy_dir"])).resolve() == folder:
+                return proj, state
+    for frag in sorted((folder / "params").glob("*fsm*.yaml")):
+        for state in _fsm_states(frag):
+            pdir = str(state["policy_dir"]).rstrip("/")
+            motion = str(state.get("motion_file", ""))
+            if motion.startswith(pdir + "/"):
+                state = {**state, "motion_file": motion[len(pdir) + 1 :]}
+            return folder, state
     return None
+
+
+def _fsm_states(path: Path) -> list[dict]:
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError:
+        return []
+    states = (doc.get("FSM") or {}).values() if isinstance(doc, dict) else []
+    return [s for s in states if isinstance(s, dict) and "policy_dir" in s]
 
 
 def policy_folder(path: Path) -> Path:
