@@ -466,10 +466,9 @@ def _check_onnx(out: UnitreeFiles, f: Findings) -> None:
 def _read_motion(out: UnitreeFiles, spec: RobotSpec, f: Findings, motion: Path | None) -> None:
     entry = find_fsm_entry(out.folder)
     suffix = ".npz" if out.stack == MJLAB else ".csv"
-    if motion is None and entry is not None:
-        proj, state = entry
-        if state.get("motion_file"):
-            motion = proj / str(state["motion_file"])
+    if motion is None and entry is not None and str(entry[1].get("motion_file", "")).endswith(suffix):
+        proj, state = entry  # a config naming this stack's kind of motion file (an export may carry both kinds)
+        motion = proj / str(state["motion_file"])
         if state.get("fps") is not None:
             out.fps = float(state["fps"])
         out.time_start = float(state.get("time_start", 0.0) or 0.0)
