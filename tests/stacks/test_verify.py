@@ -172,3 +172,22 @@ def test_sim2sim_refuses_a_mismatch(tmp_path):
 
     with pytest.raises(BcgdError, match="would not run it as trained.*160 values"):
         prepare(fx.unitree_folder(tmp_path, obs_dim=160), Sim2SimConfig(runs=1))
+
+
+def test_folder_with_both_motions_and_an_fsm_fragment(tmp_path):
+    """A folder as ``bcgd export --profile unitree`` writes it: the NPZ (unitree_rl_mjlab) and the CSV with the FSM
+    fragment naming it and its fps (unitree_rl_lab), no config/config.yaml: each stack reads its own file."""
+    import yaml
+
+    from bcg_deploy.stacks import inspect
+
+    folder = fx.unitree_folder(tmp_path, frames=30)
+    (tmp_path / "config" / "config.yaml").unlink()
+    lab = fx.unitree_folder(tmp_path / "lab", "unitree_rl_lab", frames=30)
+    (folder / "params" / "motion.csv").write_bytes((lab / "params" / "motion.csv").read_bytes())
+    base = "config/policy/mimic/x/"
+    state = {"fps": 50.0, "motion_file": base + "params/motion.csv", "policy_dir": base}
+    (folder / "params" / "unitree_rl_lab_fsm.yaml").write_text(yaml.safe_dump({"FSM": {"Mimic_x": state}}))
+    mj, lb = inspect(folder, "unitree_rl_mjlab"), inspect(folder, "unitree_rl_lab")
+    assert mj.ok and lb.ok, mj.lines() + lb.lines()
+    assert mj.files.motion_path.suffix == ".npz" and lb.files.motion_path.suffix == ".csv" and lb.files.fps == 50.0
