@@ -23,10 +23,11 @@ from bcg_deploy.stacks import motion_tracking_controller as mtc
 from bcg_deploy.stacks.base import reference_of, session
 from bcg_deploy.stacks.inspect import BCGD, INFOS, Inspection, detect, inspect
 
-_STACK_PROFILE = {unitree.MJLAB: "unitree", unitree.LAB: "unitree", holosoma.NAME: "unitree"}
+_STACK_PROFILE = {unitree.MJLAB: "unitree", unitree.LAB: "unitree", holosoma.NAME: "holosoma"}
 """Whose training noise a foreign policy gets: unitree_rl_mjlab's tracking_env_cfg.py:55-77 and holosoma's
-config_values/wbt/g1/observation.py give the same levels as the unitree profile (0.05 rad anchor, 0.2 rad/s,
-0.01 rad, 0.5 rad/s); motion_tracking_controller's are whole_body_tracking's (the beyondmimic profiles)."""
+config_values/wbt/g1/observation.py give the levels of the unitree profile (0.05 rad anchor, 0.2 rad/s, 0.01 rad,
+0.5 rad/s; the holosoma profile where it is declared); motion_tracking_controller's are whole_body_tracking's
+(the beyondmimic profiles, matched by term names)."""
 
 
 def load_policy(path: str | Path, spec: RobotSpec, stack: str | None = None, force: bool = False,
@@ -75,7 +76,7 @@ def _profile_for(ins: Inspection):
     if ins.stack == mtc.NAME:
         names = tuple(t for t, _, _ in ins.files.terms)
         return next((p for p in PROFILES.values() if p.deployable and p.term_names == names), None)
-    return PROFILES.get(_STACK_PROFILE.get(ins.stack, ""))
+    return PROFILES.get(_STACK_PROFILE.get(ins.stack, ""), PROFILES["unitree"])
 
 
 def _noise(ins: Inspection, profile) -> tuple[dict | None, str]:

@@ -180,7 +180,7 @@ class UnitreeRuntime:
         if name == "last_action":
             return self.action.copy()
         if name == "velocity_commands":
-            return np.zeros(3, np.float32)  # no joystick: clamp(0, ranges) for ranges around 0
+            return np.zeros(3, np.float32)  # no joystick input: 0 (clamped to ranges that contain 0)
         if name == "gait_phase":
             period = np.float32(t.params.get("period", 1.0))
             self.phase = np.float32(np.fmod(self.phase + np.float32(f.step_dt) / period, np.float32(1.0)))
