@@ -51,7 +51,7 @@ def _is_number(word: str) -> bool:
 def _register() -> None:
     """Add every command to ``app``. Called by ``main`` (and tests), not at import: the command modules load
     torch and the training configuration, which ``fill_bare_values`` and the consoles do not need."""
-    from bcg_deploy.cli import export, motions, robot, sim2sim, train  # noqa: F401 - each registers its commands
+    from bcg_deploy.cli import export, motions, robot, sim2sim, train, verify  # noqa: F401 - each registers its commands
 
 
 def _fail(message: str) -> None:

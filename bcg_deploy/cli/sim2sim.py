@@ -17,7 +17,7 @@ FELL_EXIT = 3  # sim2sim.report.FELL_EXIT, here without importing the simulator 
 @app.command("sim2sim")
 def sim2sim(
     policy: Path | None = typer.Argument(
-        None, help="Exported policy (bcgd export). Optional only with --replay --motion.", show_default=False
+        None, help="An ONNX policy or a Unitree policy folder; optional with --replay --motion.", show_default=False
     ),
     runs: int = option(5, "--runs", "Seeded runs over the whole clip."),
     jobs: int = option(0, "--jobs", "Processes (0: one per core when runs x clip >= 100 s; same report)."),
@@ -28,6 +28,9 @@ def sim2sim(
     force: bool = option(False, "--force", "Run even if the policy's robot model hash differs."),
     robot: str = option("g1", "--robot", "Packaged robot name."),
     mjcf: Path | None = option(None, "--mjcf", "Another G1 MJCF: its bodies and collisions, the ONNX's gains."),
+    stack: str | None = option(
+        None, "--stack", "Deploy stack that replays POLICY (see bcgd verify).", "from its files"
+    ),
     latency: str = option("0", "--latency", "Action latency (ms), or a uniform range LO:HI (<= 1000).", panel=INJECT),
     obs_latency: str = option("0", "--obs-latency", "Observation latency (ms), or LO:HI (<= 1000).", panel=INJECT),
     noise: float = option(0.0, "--noise", "Sensor noise, x the training levels (--noise alone: 1).", panel=INJECT),
@@ -64,7 +67,7 @@ def sim2sim(
         push=push, replay=replay, pin_base=pin_base, motion=motion, motion_start_s=start, motion_duration_s=duration,
         max_duration_s=max_seconds, stop_on_fall=not keep_going, force=force, robot=robot, jobs=jobs,
         mjcf=None if mjcf is None else str(mjcf), latency_ms=parse_ms_range(latency, "--latency"),
-        obs_latency_ms=parse_ms_range(obs_latency, "--obs-latency"),
+        obs_latency_ms=parse_ms_range(obs_latency, "--obs-latency"), stack=stack,
     )  # fmt: skip
     to_stdout = json_path is not None and str(json_path) == "-"
     out = err_console if to_stdout else console
@@ -100,7 +103,7 @@ def sim2sim(
         )
     json_out(report.to_json(), json_path, overwrite=overwrite, flag="--overwrite")
     out.print(report.table())
-    for note in [*report.settings["notes"], report.fall_starts()]:
+    for note in [*report.settings["notes"], report.stack_text(), report.fall_starts()]:
         if note:
             out.print(f"[dim]note: {note}[/]", highlight=False)
     out.print(report.speed_text(), highlight=False)

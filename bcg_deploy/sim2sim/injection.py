@@ -164,13 +164,16 @@ class SensorNoise:
             x += rng.uniform(-1.0, 1.0, size=x.shape) * amp
 
 
-def noise_levels(metadata_noise: dict | None, trained_scale: float | None = None) -> tuple[dict, str]:
-    """Per-input noise levels and where they came from (``"metadata"`` or ``"METHOD.md defaults"``);
-    ``trained_scale`` (metadata ``bcgd.training.obs_noise_scale``), when not 1, is named in the note."""
+def noise_levels(
+    metadata_noise: dict | None, trained_scale: float | None = None, source: str | None = None
+) -> tuple[dict, str]:
+    """Per-input noise levels and where they came from (``source``, default ``"metadata bcgd.input_noise"``, or
+    ``"METHOD.md defaults"``); ``trained_scale`` (metadata ``bcgd.training.obs_noise_scale``), when not 1, is
+    named in the note."""
     if metadata_noise:
         unknown = sorted(set(metadata_noise) - set(RAW_INPUTS))
         levels = {k: v for k, v in metadata_noise.items() if k in RAW_INPUTS}
-        src = "metadata bcgd.input_noise" + (f" (ignored: {', '.join(unknown)})" if unknown else "")
+        src = (source or "metadata bcgd.input_noise") + (f" (ignored: {', '.join(unknown)})" if unknown else "")
         if trained_scale is not None and trained_scale != 1:
             src += f"; the policy trained with {trained_scale:g} x these levels"
         return levels, src

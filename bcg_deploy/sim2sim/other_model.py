@@ -12,6 +12,7 @@ policy's order (the runner reads ``qpos[7:]`` as the joint vector).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import mujoco
@@ -20,8 +21,14 @@ import numpy as np
 from bcg_deploy.errors import BcgdError
 
 
-def load_mjcf(path: str | Path, joint_names: tuple[str, ...], body_names: tuple[str, ...]) -> mujoco.MjModel:
-    """The model at ``path`` with motors on ``joint_names`` and a floor; see the module docstring."""
+def load_mjcf(
+    path: str | Path,
+    joint_names: tuple[str, ...],
+    body_names: tuple[str, ...],
+    edit: Callable[[mujoco.MjSpec], str | None] | None = None,
+) -> mujoco.MjModel:
+    """The model at ``path`` with motors on ``joint_names`` and a floor; see the module docstring. ``edit(spec)``:
+    the settings a deploy stack's own code adds to this model (e.g. mjlab's collision config), applied first."""
     path = Path(path)
     if not path.is_file():
         raise BcgdError(f"--mjcf {path}: no such file")
@@ -37,6 +44,8 @@ def load_mjcf(path: str | Path, joint_names: tuple[str, ...], body_names: tuple[
     missing = [n for n in body_names if n not in bodies]
     if missing:
         raise BcgdError(f"--mjcf {path}: no body {missing[0]!r} (the policy's body_names / anchor)")
+    if edit is not None:
+        edit(spec)
     for act in list(spec.actuators):
         spec.delete(act)
     for name in joint_names:

@@ -60,6 +60,8 @@ class PolicyMetadata:
     obs_noise_scale: float | None  # multiple of input_noise in training (bcgd.training); None: not recorded
     exporter_version: str | None
     raw: dict = field(repr=False, default_factory=dict)
+    input_noise_source: str = "metadata bcgd.input_noise"
+    """Where ``input_noise`` comes from (a foreign policy's: its stack's training noise)."""
 
 
 def _field_key(meta: dict, field: str) -> str | None:

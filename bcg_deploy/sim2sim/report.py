@@ -113,6 +113,20 @@ class Report:
             f"{speed(x['sim_s'], x['wall_s'])} per process{video})"
         )
 
+    def stack_text(self) -> str | None:
+        """One line naming the stack that replayed the policy and which of its runtime behaviours are modelled
+        (None when no stack runtime replayed it)."""
+        stack = self.settings.get("stack")
+        if not stack or "behaviours" not in stack:
+            return None
+        rows = stack["behaviours"]
+        skipped = [r["name"] for r in rows if not r["modelled"].startswith("yes")]
+        not_modelled = f"; not: {'; '.join(skipped)}" if skipped else ""
+        return (
+            f"stack {stack['name']} ({stack['repo']}; {stack['chosen']}): {len(rows) - len(skipped)} of {len(rows)} "
+            f"runtime behaviours modelled{not_modelled} (--json: settings.stack)"
+        )
+
     def plot(self, path: str | Path, overwrite: bool = True, flag: str = "--overwrite") -> Path:
         """PNG: mean body position error (cm) and joint RMS error over time, one line per run (written as
         ``write_json``)."""

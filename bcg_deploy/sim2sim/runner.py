@@ -40,7 +40,7 @@ from bcg_deploy.sim2sim.injection import (
     apply_domain_randomization,
     push_schedule,
 )
-from bcg_deploy.sim2sim.policy import make_inputs
+from bcg_deploy.sim2sim.policy import OnnxPolicy, make_inputs
 from bcg_deploy.sim2sim.reference import base_track, initial_state
 from bcg_deploy.sim2sim.setup import RunResult, Sim2SimConfig, Sim2SimSetup, foot_geoms, joint_dofs
 
@@ -254,39 +254,16 @@ def _fill_inputs(inputs: dict, qpos: np.ndarray, qvel: np.ndarray) -> None:
 
 
 def _policy_controller(setup: Sim2SimSetup) -> Controller:
+    """bcgd's raw-state ONNX: the policy itself; an obs-signature policy: its deploy stack's runtime
+    (``bcg_deploy.stacks``), which builds the observation and the targets as the stack does."""
     policy = setup.policy
-    if policy.profile is not None:
-        return _obs_contract_controller(setup)
+    if isinstance(policy, OnnxPolicy) and policy.profile is None:
 
-    def act(k: int, inputs: dict) -> np.ndarray:
-        return policy.act(inputs, k)
+        def act(k: int, inputs: dict) -> np.ndarray:
+            return policy.act(inputs, k)
 
-    return act
-
-
-def _obs_contract_controller(setup: Sim2SimSetup) -> Controller:
-    """An obs-signature policy, driven as its stack drives it: the observation built here from the sensed
-    state by term name (``obs_contract``), target = default_joint_pos + action_scale * actions."""
-    from bcg_deploy.sim2sim.obs_contract import ObsContract  # loads torch: only an obs signature needs it
-
-    policy, meta = setup.policy, setup.policy.meta
-    contract = ObsContract(policy.profile, setup.model, setup.reference, meta.joint_names, meta.body_names,
-                           meta.default_joint_pos)  # fmt: skip
-    last = np.zeros(len(meta.joint_names))
-    scale = meta.action_scale
-
-    def act(k: int, inputs: dict) -> np.ndarray:
-        qpos = np.concatenate([inputs["base_pos"][0], inputs["base_quat"][0], inputs["joint_pos"][0]])
-        qvel = np.concatenate([inputs["base_lin_vel"][0], inputs["base_ang_vel"][0], inputs["joint_vel"][0]])
-        qpos, qvel = qpos.astype(np.float64), qvel.astype(np.float64)
-        if k == 0:
-            contract.reset(qpos)
-            last[:] = 0.0
-        actions = policy.run_obs(contract.observation(k, qpos, qvel, last), k)
-        last[:] = actions
-        return meta.default_joint_pos + scale * actions
-
-    return act
+        return act
+    return policy.controller(setup)
 
 
 def _replay_controller(ref: Motion) -> Controller:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import mujoco
 import numpy as np
@@ -34,6 +35,9 @@ from bcg_deploy.sim2sim.injection import (
 from bcg_deploy.sim2sim.other_model import body_ids, load_mjcf
 from bcg_deploy.sim2sim.policy import OnnxPolicy
 from bcg_deploy.sim2sim.reference import reference_from_motion, reference_text
+
+if TYPE_CHECKING:
+    from bcg_deploy.stacks.replay import StackPolicy
 
 DEFAULT_PHYSICS_DT = 0.002
 MAX_LATENCY_MS = 1000.0
@@ -76,6 +80,8 @@ class Sim2SimConfig:
     stop_on_fall: bool = True
     force: bool = False
     """Run even if the policy was trained on another robot model (hash mismatch)."""
+    stack: str | None = None
+    """The deploy stack whose runtime replays an obs-signature policy (``bcg_deploy.stacks``); None: detected."""
     robot: str = "g1"
     mjcf: str | None = None
     """Replay in another G1 model (MJCF file): joints and bodies matched by name, PD gains, effort limits,
@@ -126,7 +132,7 @@ class Sim2SimSetup:
     kd: np.ndarray
     effort_limit: np.ndarray
     model: mujoco.MjModel
-    policy: OnnxPolicy | None = None
+    policy: OnnxPolicy | StackPolicy | None = None
     dr: DomainRandomization | None = None
     push: PushConfig | None = None
     noise: SensorNoise | None = None
@@ -214,11 +220,16 @@ def prepare(onnx_path: str | Path | None, cfg: Sim2SimConfig) -> Sim2SimSetup:
     notes: list[str] = []
     policy = None
     if onnx_path is not None:
-        policy = OnnxPolicy(onnx_path, spec, force=cfg.force)
+        # in here: bcg_deploy.stacks reads sim2sim's reference and policy modules, so a module-level import would
+        # make importing either package start the other half-way
+        from bcg_deploy.stacks.replay import load_policy
+
+        policy = load_policy(onnx_path, spec, cfg.stack, cfg.force)  # verified against its stack first
         meta = policy.meta
+        notes.extend(getattr(policy, "notes", []))
         if policy.integrity_note:
             notes.append(f"policy: {policy.integrity_note}")
-        if meta.robot.get("model_hash") != spec.model_hash:
+        if meta.robot.get("model_hash") not in (None, spec.model_hash):
             notes.append("robot model hash differs from the policy's (--force)")
         kp, kd, effort, control_dt, armature = meta.kp, meta.kd, meta.effort_limit, meta.control_dt, meta.armature
     elif cfg.replay and cfg.motion is not None:
@@ -295,9 +306,12 @@ def _finish_setup(spec, ref, control_dt, kp, kd, effort, armature, cfg, policy, 
         joints = meta.joint_names if meta else spec.joint_names
         bodies = meta.body_names if meta else spec.body_names
         anchor = [policy.profile.anchor_body] if policy is not None and policy.profile is not None else []
-        other = load_mjcf(cfg.mjcf, joints, tuple(bodies) + tuple(anchor))
+        other = load_mjcf(cfg.mjcf, joints, tuple(bodies) + tuple(anchor), getattr(policy, "model_edit", None))
+        notes.extend(getattr(policy, "model_notes", []))
         ids = body_ids(other, bodies)
-        notes.append(f"model {cfg.mjcf}: its own bodies, inertias and collision geometry; ONNX gains and armature")
+        notes.append(
+            f"model {cfg.mjcf}: its own bodies, inertias and collision geometry; the policy's gains and armature"
+        )
     model = build_model(spec, cfg.physics_dt, np.asarray(effort, np.float64), armature, other)
     setup = Sim2SimSetup(spec, ref, control_dt, n_sub, kp, kd, effort, model, policy, notes=notes, body_ids=ids)
     if other is not None and foot_geoms(model).size == 0:
@@ -317,7 +331,8 @@ def _finish_setup(spec, ref, control_dt, kp, kd, effort, armature, cfg, policy, 
     if cfg.noise_scale > 0:
         if policy is None or cfg.replay:
             notes.append("--noise has no effect on a replay (no policy reads the sensors)")
-        levels, note = noise_levels(meta.input_noise if meta else None, meta.obs_noise_scale if meta else None)
+        levels, note = noise_levels(meta.input_noise if meta else None, meta.obs_noise_scale if meta else None,
+                                    meta.input_noise_source if meta else None)  # fmt: skip
         setup.noise = SensorNoise(levels, cfg.noise_scale)
         notes.append(f"noise levels: {note}")
     if cfg.init_noise and policy is not None and not cfg.replay:
@@ -370,6 +385,7 @@ def _settings(onnx_path, cfg: Sim2SimConfig, s: Sim2SimSetup) -> dict:
     }
     if s.policy is not None:
         m = s.policy.meta
+        out["stack"] = s.policy.settings() if hasattr(s.policy, "settings") else {"name": "bcgd"}
         out["policy"] = {
             "path": str(onnx_path),
             "sha256": s.policy.sha256,
