@@ -11,6 +11,7 @@ from rich.table import Table
 from bcg_deploy.cli.app import JSON_OPTION, app, console, json_out
 from bcg_deploy.motions import MotionQuery, import_lafan1_dir, library_dir, list_motions, show_motion
 from bcg_deploy.motions.library import remove_motions
+from bcg_deploy.motions.metrics import summary_rows
 
 motions_app = typer.Typer(
     help="Reference motions: task clips (run, jump, fight, dance), LAFAN1 import, built-in synthetic clips.",
@@ -57,10 +58,6 @@ def remove_cmd(names: list[str] = typer.Argument(..., help="Registered file name
     console.print(f"removed {', '.join(removed)} from {library_dir()}", highlight=False)
 
 
-def _fmt(v: object) -> str:
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
-
-
 @motions_app.command("show")
 def show(
     name: str | None = typer.Argument(None, help="Task (run, jump, fight, dance) or a registered LAFAN1 file name."),
@@ -84,32 +81,9 @@ def show(
     json_out(json.dumps(d, indent=2), json_path)
     if json_path is not None and str(json_path) == "-":
         return
-    src = d["source"]
     t = Table("field", "value", show_header=False)
-    t.add_row("name", d["name"])
-    if src["kind"] == "builtin":
-        t.add_row("source", f"built-in (synthetic): {src['description']}")
-        t.add_row("window", f"whole clip ({src['duration_s']:g} s)")
-    else:
-        t.add_row("source", f"{src['file']} (sha256 {src['sha256'][:12]})")
-        t.add_row("window", f"{src['start_s']:g} s + {src['duration_s']:g} s")
-        if "window_criterion" in src:
-            t.add_row("window criterion", ", ".join(f"{k} {_fmt(v)}" for k, v in src["window_criterion"].items()))
-        t.add_row("spikes filtered (file)", str(src["file_spikes_filtered"]))
-    t.add_row("frames", f"{d['frames']} at {d['fps']:g} Hz ({d['duration_s']:.2f} s)")
-    t.add_row("root height", f"{d['root_height_min']:.3f} .. {d['root_height_max']:.3f} m")
-    t.add_row("root speed (xy)", f"mean {d['root_speed_mean']:.2f}, max {d['root_speed_max']:.2f} m/s")
-    t.add_row("root travel", f"{d['root_travel']:.2f} m")
-    t.add_row("root angular speed", f"max {d['root_ang_speed_max']:.2f} rad/s")
-    t.add_row("joint speed", f"mean {d['joint_speed_mean']:.2f} rad/s")
-    t.add_row(
-        "max joint velocity",
-        f"{d['max_joint_vel']:.2f} rad/s ({d['max_joint_vel_joint']} at {d['max_joint_vel_time_s']:.2f} s; "
-        f"{100 * d['max_joint_vel_over_limit']:.0f}% of its limit at worst)",
-    )
-    t.add_row("lowest foot sphere", f"{1000 * d['min_foot_height']:+.1f} mm")
-    t.add_row("max stance slide", f"{1000 * d['max_stance_slide']:.1f} mm")
-    t.add_row("airborne", f"{100 * d['airborne_fraction']:.1f}% of frames")
+    for row in summary_rows(d):
+        t.add_row(*row)
     console.print(t)
 
 

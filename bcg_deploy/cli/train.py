@@ -17,22 +17,11 @@ from bcg_deploy.training.config import TrainConfig
 from bcg_deploy.training.device import init_warp
 from bcg_deploy.training.parallel.distributed import LOST_PEERS_EXIT, MIN_ENVS_PER_RANK
 from bcg_deploy.training.parallel.launch import Launch, LostPeers, run_rank, start_ranks, stop_signal_interrupts
-from bcg_deploy.training.run import (
-    BCG_OPTIONS,
-    claim_run_folder,
-    horizon_field,
-    motion_text,
-    plan_run,
-    precision_notes,
-    train,
-)
+from bcg_deploy.training.progress import ProgressLine, closing, header
+from bcg_deploy.training.run import BCG_OPTIONS, claim_run_folder, plan_run, precision_notes, train
 from bcg_deploy.training.run_files import find_checkpoint, stopped_run_note
 
 OUT, BCG, RANKS = "Output and resume", "Bundled Contact Gradients (SHAC + BCG)", "Data-parallel"
-
-
-def _fmt(v: float | None, spec: str) -> str:
-    return "-" if v is None or v != v else format(v, spec)  # None or NaN: "-"
 
 
 @app.command("train")
@@ -104,14 +93,20 @@ def train_cmd(
         return
     if warp_note:
         err_console.print(f"note: {warp_note}", highlight=False)
-    _header(cfg, resume, notes, world)
+    console.print(f"[bold]bcgd train[/] {header(cfg, resume, world)}", soft_wrap=True)
+    for note in notes + precision_notes(cfg):
+        console.print(f"note: {note}", highlight=False, soft_wrap=True)
     t0 = time.perf_counter()
     try:
         result = _run(cfg, resume, log_every, world)
     except KeyboardInterrupt:
         err_console.print(f"interrupted: {stopped_run_note(Path(cfg.runner.out_dir))}", highlight=False)
         raise typer.Exit(130) from None
-    _summary(result, cfg, time.perf_counter() - t0)
+    lines, warning, code = closing(result, cfg.runner.iterations, time.perf_counter() - t0)
+    for text in lines[:1] + ([f"[yellow]{warning}[/]"] if warning else []) + lines[1:]:
+        console.print(text, highlight=False, soft_wrap=True)
+    if code:
+        raise typer.Exit(code)
 
 
 def _rank(fn, world):  # noqa: ANN001, ANN202
@@ -124,58 +119,20 @@ def _rank(fn, world):  # noqa: ANN001, ANN202
         raise typer.Exit(LOST_PEERS_EXIT) from None
 
 
-def _header(cfg: TrainConfig, resume: Path | None, notes: list[str], world) -> None:  # noqa: ANN001 - World
-    b = cfg.bcg
-    method = f"BCG B {b.num_branches} H {b.horizon} tau {b.tau:g} N" if b.enabled else "plain SHAC (no BCG)"
-    if cfg.shac.critic_bf16:
-        method += "  critic regression bf16"
-    if cfg.algo == "ppo":
-        method = "PPO (rsl_rl, forward-only simulator)"
-    console.print(
-        f"[bold]bcgd train[/] {motion_text(cfg, resume)}  envs {cfg.env.num_envs}  "
-        f"horizon {getattr(cfg.ppo if cfg.algo == 'ppo' else cfg.shac, horizon_field(cfg))}  "
-        f"iterations {cfg.runner.iterations}  kappa {cfg.sim.kappa:g}  device {cfg.runner.device}  "
-        f"seed {cfg.runner.seed}  {method}"
-        + (f"  ranks {world.size} x {world.local_envs} envs" if world.distributed else "")
-        + f"  -> {cfg.runner.out_dir}"
-        + (f"  (resume {resume})" if resume else ""),
-        soft_wrap=True,
-    )
-    for note in notes + precision_notes(cfg):
-        console.print(f"note: {note}", highlight=False, soft_wrap=True)
-
-
-def _progress_line(m: dict, total: int, first: dict) -> str:
-    it = m["iteration"]
-    first.setdefault("t", time.perf_counter() - m.get("time_s", 0.0))
-    first.setdefault("it", it - 1)
-    eta = (time.perf_counter() - first["t"]) / max(it - first["it"], 1) * (total - it)
-    line = (
-        f"{m.get('iterations_per_s', 0.0):.2f} it/s  "
-        f"ETA {int(eta // 3600)}:{int(eta % 3600 // 60):02d}:{int(eta % 60):02d}  "
-        f"reward {_fmt(m.get('reward'), '.3f')}  track {_fmt(m.get('tracking_error_cm'), '.1f')} cm  "
-        f"ep-len {_fmt(m.get('episode_length'), '.0f')}"
-    )
-    if "bcg_starts" in m:
-        line += f"  bundles {m['bcg_starts']} (+{100 * m.get('bcg_row_overhead', 0.0):.0f}% sim rows)"
-    return line
-
-
 def _run(cfg: TrainConfig, resume: Path | None, log_every: int, world):  # noqa: ANN001, ANN202 - World, TrainResult
     """Train (rank 0 of ``world``) with a rich bar on a terminal, else one plain line every ``log_every``
     iterations. Events (an interruption, a refused checkpoint) print on lines of their own, above the bar."""
-    total, first = cfg.runner.iterations, {}
+    total, line = cfg.runner.iterations, ProgressLine(cfg.runner.iterations)
     say = console.print if console.is_terminal else err_console.print  # the bar's console keeps it below
 
     def on_event(e: dict) -> None:
         say(f"[yellow]iteration {e['iteration']}: {e['event']}[/] {e['message']}", highlight=False)
 
     def on_line(m: dict) -> None:
-        text = line(m)  # sets first["it"], the iteration this process started at
-        if m["iteration"] % log_every == 0 or m["iteration"] in (total, first["it"] + 1):
+        text = line(m)  # sets line.first, the iteration this process started after
+        if m["iteration"] % log_every == 0 or m["iteration"] in (total, line.first + 1):
             console.print(f"iteration {m['iteration']}/{total}  {text}", highlight=False, soft_wrap=True)
 
-    line = lambda m: _progress_line(m, total, first)  # noqa: E731
     if not console.is_terminal:
         return _rank(lambda: train(cfg, resume=resume, on_iteration=on_line, on_event=on_event, world=world), world)
     columns = (
@@ -187,31 +144,3 @@ def _run(cfg: TrainConfig, resume: Path | None, log_every: int, world):  # noqa:
         bar = progress.add_task("train", total=total, line="compiling kernels + first window ...")
         on_bar = lambda m: progress.update(bar, completed=m["iteration"], line=line(m))  # noqa: E731
         return _rank(lambda: train(cfg, resume=resume, on_iteration=on_bar, on_event=on_event, world=world), world)
-
-
-def _summary(result, cfg: TrainConfig, wall: float) -> None:  # noqa: ANN001 - TrainResult
-    m, d = result.metrics, result.run_dir
-    kinds = {e["event"] for e in result.events}
-    stopped = "interrupted" in kinds
-    console.print(
-        f"{'interrupted' if stopped else 'done'}: iteration {result.iteration}/{cfg.runner.iterations} in "
-        f"{wall:.0f} s; reward {_fmt(m.get('reward'), '.3f')}, tracking error "
-        f"{_fmt(m.get('tracking_error_cm'), '.1f')} cm, episode length {_fmt(m.get('episode_length'), '.0f')} steps",
-        soft_wrap=True,
-    )
-    if result.checkpoint is None or not Path(result.checkpoint).exists():
-        raise BcgdError(f"no checkpoint written in {d} (see {d / 'events.jsonl'})")
-    ck = Path(result.checkpoint)
-    if "checkpoint_refused" in kinds:
-        console.print(f"[yellow]the model at iteration {result.iteration} was not saved (non-finite): {ck} holds "
-                      "an earlier iteration[/]", soft_wrap=True)  # fmt: skip
-    files = [("checkpoint", ck), ("metrics", d / "metrics.jsonl"), ("curve", d / "learning_curve.png")]
-    shown = [f"{name} {path}" for name, path in files if path.exists()]
-    if (d / "tb").is_dir():
-        shown.append(f"tensorboard --logdir {d / 'tb'}")
-    console.print("  ".join(shown), highlight=False, soft_wrap=True)
-    if stopped:
-        console.print(f"continue with: bcgd train --resume {ck}", highlight=False, soft_wrap=True)
-        signum = next(e.get("signal", 2) for e in result.events if e["event"] == "interrupted")
-        raise typer.Exit(128 + int(signum))  # 130 for Ctrl-C, 143 for SIGTERM
-    console.print(f"next: bcgd export {ck}   (then: bcgd sim2sim policy.onnx)", highlight=False, soft_wrap=True)

@@ -111,3 +111,32 @@ def summary(motion: Motion, robot: RobotSpec) -> dict:
         "max_stance_slide": snd.max_stance_slide,
         "airborne_fraction": float(airborne),
     }
+
+
+def summary_rows(d: dict) -> list[tuple[str, str]]:
+    """(field, value) rows of a ``show_motion`` result for a two-column table (``bcgd motions show``)."""
+    src = d["source"]
+    g = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)  # noqa: E731
+    rows = [("name", d["name"])]
+    if src["kind"] == "builtin":
+        rows += [("source", f"built-in (synthetic): {src['description']}"),
+                 ("window", f"whole clip ({src['duration_s']:g} s)")]  # fmt: skip
+    else:
+        rows += [("source", f"{src['file']} (sha256 {src['sha256'][:12]})"),
+                 ("window", f"{src['start_s']:g} s + {src['duration_s']:g} s")]  # fmt: skip
+        if "window_criterion" in src:
+            rows.append(("window criterion", ", ".join(f"{k} {g(v)}" for k, v in src["window_criterion"].items())))
+        rows.append(("spikes filtered (file)", str(src["file_spikes_filtered"])))
+    return rows + [
+        ("frames", f"{d['frames']} at {d['fps']:g} Hz ({d['duration_s']:.2f} s)"),
+        ("root height", f"{d['root_height_min']:.3f} .. {d['root_height_max']:.3f} m"),
+        ("root speed (xy)", f"mean {d['root_speed_mean']:.2f}, max {d['root_speed_max']:.2f} m/s"),
+        ("root travel", f"{d['root_travel']:.2f} m"),
+        ("root angular speed", f"max {d['root_ang_speed_max']:.2f} rad/s"),
+        ("joint speed", f"mean {d['joint_speed_mean']:.2f} rad/s"),
+        ("max joint velocity", f"{d['max_joint_vel']:.2f} rad/s ({d['max_joint_vel_joint']} at "
+         f"{d['max_joint_vel_time_s']:.2f} s; {100 * d['max_joint_vel_over_limit']:.0f}% of its limit at worst)"),
+        ("lowest foot sphere", f"{1000 * d['min_foot_height']:+.1f} mm"),
+        ("max stance slide", f"{1000 * d['max_stance_slide']:.1f} mm"),
+        ("airborne", f"{100 * d['airborne_fraction']:.1f}% of frames"),
+    ]  # fmt: skip

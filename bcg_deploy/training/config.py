@@ -8,7 +8,6 @@ CLI's ``--set a.b=v`` strings with type checking. Units are SI; angles in rad; t
 from __future__ import annotations
 
 import dataclasses
-import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from typing import Any, Literal
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.profiles import PROFILES
 from bcg_deploy.robots import RobotSpec, load_robot
-from bcg_deploy.training.config_checks import check_values
+from bcg_deploy.training.config_checks import check_bcg_cfg, check_values
 
 TASKS = ("run", "jump", "fight", "dance")
 
@@ -302,27 +301,6 @@ class BCGCfg:
     max_dqd: float | None = None
     """Per-joint clamp (rad/s) of the branch rate offsets dqd = J+ dv, as ``max_dq``. None: no clamp (our
     default); that earlier table lists |dqd| <= 0.5 rad/s."""
-
-
-def check_bcg_cfg(cfg: BCGCfg) -> BCGCfg:
-    """Raise BcgdError for values no bundle can use; return ``cfg``."""
-    fin = math.isfinite
-    checks = [
-        (cfg.num_branches >= 1, "bcg.num_branches must be >= 1", cfg.num_branches),
-        (cfg.horizon >= 1, "bcg.horizon must be >= 1 control step", cfg.horizon),
-        (fin(cfg.sigma_p) and cfg.sigma_p >= 0, "bcg.sigma_p must be finite and >= 0 (m)", cfg.sigma_p),
-        (fin(cfg.sigma_v) and cfg.sigma_v >= 0, "bcg.sigma_v must be finite and >= 0 (m/s)", cfg.sigma_v),
-        (not math.isnan(cfg.tau), "bcg.tau must be a number (N)", cfg.tau),
-        (fin(cfg.damping) and cfg.damping > 0, "bcg.damping must be finite and > 0", cfg.damping),
-    ]
-    for name in ("max_dq", "max_dqd"):
-        v = getattr(cfg, name)
-        unit = "rad" if name == "max_dq" else "rad/s"
-        checks.append((v is None or (fin(v) and v > 0), f"bcg.{name} must be finite and > 0 ({unit}) or none", v))
-    for ok, msg, value in checks:
-        if not ok:
-            raise BcgdError(f"{msg}, got {value}")
-    return cfg
 
 
 @dataclass

@@ -224,6 +224,28 @@ def check_values(cfg: Any) -> None:
     _couplings(cfg)
 
 
+def check_bcg_cfg(cfg: Any) -> Any:
+    """Raise BcgdError for values no bundle can use (``cfg``: a ``BCGCfg``, checked before its run starts and
+    again by the bundle that uses it); return ``cfg``."""
+    fin = math.isfinite
+    checks = [
+        (cfg.num_branches >= 1, "bcg.num_branches must be >= 1", cfg.num_branches),
+        (cfg.horizon >= 1, "bcg.horizon must be >= 1 control step", cfg.horizon),
+        (fin(cfg.sigma_p) and cfg.sigma_p >= 0, "bcg.sigma_p must be finite and >= 0 (m)", cfg.sigma_p),
+        (fin(cfg.sigma_v) and cfg.sigma_v >= 0, "bcg.sigma_v must be finite and >= 0 (m/s)", cfg.sigma_v),
+        (not math.isnan(cfg.tau), "bcg.tau must be a number (N)", cfg.tau),
+        (fin(cfg.damping) and cfg.damping > 0, "bcg.damping must be finite and > 0", cfg.damping),
+    ]
+    for name in ("max_dq", "max_dqd"):
+        v = getattr(cfg, name)
+        unit = "rad" if name == "max_dq" else "rad/s"
+        checks.append((v is None or (fin(v) and v > 0), f"bcg.{name} must be finite and > 0 ({unit}) or none", v))
+    for ok, msg, value in checks:
+        if not ok:
+            raise BcgdError(f"{msg}, got {value}")
+    return cfg
+
+
 def _couplings(cfg: Any) -> None:
     control_dt = cfg.sim.physics_dt * cfg.sim.substeps
     if abs(control_dt * CONTROL_FPS - 1.0) > 1e-6:

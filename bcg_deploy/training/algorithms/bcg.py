@@ -61,7 +61,8 @@ from bcg_deploy.errors import BcgdError
 from bcg_deploy.observations.kinematics import Kinematics
 from bcg_deploy.robots import RobotSpec
 from bcg_deploy.rotations.quat_torch import quat_normalize
-from bcg_deploy.training.config import BCGCfg, check_bcg_cfg
+from bcg_deploy.training.config import BCGCfg
+from bcg_deploy.training.config_checks import check_bcg_cfg
 from bcg_deploy.training.env import domain_rand as dr
 from bcg_deploy.training.env.imitation import TransitionOut
 from bcg_deploy.training.env.simulator import PARAM_GROUPS, sim_param_arrays
