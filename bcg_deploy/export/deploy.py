@@ -22,7 +22,6 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
@@ -34,7 +33,7 @@ from bcg_deploy.errors import BcgdError
 from bcg_deploy.export.graph import REF_KEYS, FoldedNormalizer, trace_module
 from bcg_deploy.export.metadata import bcgd_keys, csv_keys, float_list
 from bcg_deploy.observations.profile import ProfileObservation
-from bcg_deploy.profiles import ObsProfile, get_profile, profile_of_config
+from bcg_deploy.profiles import ObsProfile, get_profile, profile_of_config, raw_noise
 from bcg_deploy.robots import RobotSpec
 from bcg_deploy.training.networks import Actor
 from bcg_deploy.training.normalizer import RunningNormalizer
@@ -147,21 +146,6 @@ def parity_feeds(
     if "time_step" in consumer.inputs:
         return [(obs[i : i + 1], ts[i : i + 1]) for i in range(n)]
     return [(obs[i : i + 1],) for i in range(n)]
-
-
-def raw_noise(profile: ObsProfile) -> dict[str, Any]:
-    """Training noise of the profile's terms mapped onto the raw state sim2sim perturbs before it builds
-    the observation (``bcgd.input_noise``; 0 for a state the profile does not read)."""
-    n = {t.quantity: t.noise for t in profile.terms}
-    pos = n.get("motion_anchor_pos_b", 0.0)
-    return {
-        "base_pos": [pos, pos, pos],
-        "base_quat": n.get("motion_anchor_ori_b", 0.0),
-        "base_lin_vel": n.get("base_lin_vel_b", 0.0),
-        "base_ang_vel": n.get("base_ang_vel_b", 0.0),
-        "joint_pos": n.get("joint_pos_rel", 0.0),
-        "joint_vel": n.get("joint_vel_rel", 0.0),
-    }
 
 
 def io_rows(consumer: Consumer, obs_dim: int, num_joints: int, num_bodies: int) -> dict[str, list]:

@@ -42,11 +42,11 @@ import torch
 from torch import nn
 
 from bcg_deploy.errors import BcgdError
-from bcg_deploy.export.deploy import Consumer, check_profile, load_actor, raw_noise
+from bcg_deploy.export.deploy import Consumer, check_profile, load_actor
 from bcg_deploy.export.graph import FoldedNormalizer
 from bcg_deploy.export.metadata import bcgd_keys
 from bcg_deploy.observations.profile import ProfileObservation
-from bcg_deploy.profiles import ObsProfile
+from bcg_deploy.profiles import ObsProfile, raw_noise
 from bcg_deploy.robots import RobotSpec
 from bcg_deploy.robots.urdf import read_urdf
 from bcg_deploy.training.networks import Actor

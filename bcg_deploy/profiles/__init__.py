@@ -29,3 +29,6 @@ from bcg_deploy.profiles.declarations import (
 from bcg_deploy.profiles.declarations import (
     profile_of_config as profile_of_config,
 )
+from bcg_deploy.profiles.declarations import (
+    raw_noise as raw_noise,
+)

@@ -300,6 +300,21 @@ PROFILES["holosoma"] = ObsProfile(
 )
 
 
+def raw_noise(profile: ObsProfile) -> dict[str, Any]:
+    """Training noise of the profile's terms mapped onto the raw state sim2sim perturbs before it builds
+    the observation (``bcgd.input_noise``; 0 for a state the profile does not read)."""
+    n = {t.quantity: t.noise for t in profile.terms}
+    pos = n.get("motion_anchor_pos_b", 0.0)
+    return {
+        "base_pos": [pos, pos, pos],
+        "base_quat": n.get("motion_anchor_ori_b", 0.0),
+        "base_lin_vel": n.get("base_lin_vel_b", 0.0),
+        "base_ang_vel": n.get("base_ang_vel_b", 0.0),
+        "joint_pos": n.get("joint_pos_rel", 0.0),
+        "joint_vel": n.get("joint_vel_rel", 0.0),
+    }
+
+
 def get_profile(name: str) -> ObsProfile:
     """The declaration named ``name``; an unknown name is a one-line ``BcgdError``."""
     if name not in PROFILES:

@@ -139,10 +139,11 @@ def nlerp(q0: np.ndarray, q1: np.ndarray, a: np.ndarray) -> np.ndarray:
     return q / np.linalg.norm(q, axis=-1, keepdims=True)
 
 
-def axis_rotation(axis: int, angle: float) -> np.ndarray:
-    """The rotation matrix [3, 3] by ``angle`` (rad) about coordinate axis ``axis`` (0 x, 1 y, 2 z)."""
+def axis_rotation(axis: int, angle: float, dtype: type = np.float64) -> np.ndarray:
+    """The rotation matrix [3, 3] by ``angle`` (rad) about coordinate axis ``axis`` (0 x, 1 y, 2 z); ``dtype``
+    float32 for a runtime that computes in float32 (the cosine and sine rounded once, into the matrix)."""
     c, s = np.cos(angle), np.sin(angle)
     i, j = [(1, 2), (2, 0), (0, 1)][axis]
-    r = np.eye(3)
+    r = np.eye(3, dtype=dtype)
     r[i, i], r[i, j], r[j, i], r[j, j] = c, -s, s, c
     return r

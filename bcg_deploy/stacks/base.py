@@ -250,15 +250,6 @@ def yaw_matrix(r: np.ndarray) -> np.ndarray:
     return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]], dtype=r.dtype)
 
 
-def axis_rot(axis: int, angle: float, dtype=np.float64) -> np.ndarray:
-    """Rotation by ``angle`` (rad) about x (0), y (1) or z (2)."""
-    c, s = np.cos(angle), np.sin(angle)
-    i, j = [(1, 2), (2, 0), (0, 1)][axis]
-    r = np.eye(3, dtype=dtype)
-    r[i, i], r[i, j], r[j, i], r[j, j] = c, -s, s, c
-    return r
-
-
 def quat_matrix(q: np.ndarray) -> np.ndarray:
     """Rotation matrix of a (not necessarily unit) quaternion w x y z, normalised first."""
     out = np.zeros(9)

@@ -15,7 +15,7 @@ import numpy as np
 
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.motions.motion import Motion
-from bcg_deploy.profiles import PROFILES
+from bcg_deploy.profiles import PROFILES, raw_noise
 from bcg_deploy.robots import RobotSpec
 from bcg_deploy.sim2sim.policy import OnnxPolicy, PolicyMetadata
 from bcg_deploy.stacks import holosoma, unitree, unitree_runtime
@@ -80,8 +80,6 @@ def _profile_for(ins: Inspection):
 
 
 def _noise(ins: Inspection, profile) -> tuple[dict | None, str]:
-    from bcg_deploy.export.deploy import raw_noise  # loads torch and the exporter: only a foreign policy needs it
-
     if ins.bcgd and isinstance(ins.bcgd.get("input_noise"), dict):
         return ins.bcgd["input_noise"], "metadata bcgd.input_noise"
     if profile is None:

@@ -12,7 +12,7 @@ import numpy as np
 
 from bcg_deploy.robots import RobotSpec
 from bcg_deploy.rotations import quat_numpy as quat
-from bcg_deploy.stacks.base import RootMotion, axis_rot, quat_matrix, yaw_matrix
+from bcg_deploy.stacks.base import RootMotion, quat_matrix, yaw_matrix
 from bcg_deploy.stacks.unitree import LAB, MJLAB, NPZ_DT, WAIST, Term, UnitreeFiles
 
 # --------------------------------------------------------------------------------------------- motion indexing
@@ -148,7 +148,7 @@ class UnitreeRuntime:
         r = quat_matrix(root_quat).astype(np.float32)
         y, x, p = (float(joints[i]) for i in WAIST)
         f32 = np.float32
-        return r @ axis_rot(2, y, f32) @ axis_rot(0, x, f32) @ axis_rot(1, p, f32)
+        return r @ quat.axis_rotation(2, y, f32) @ quat.axis_rotation(0, x, f32) @ quat.axis_rotation(1, p, f32)
 
     def _term(self, t: Term, m: MotionSample) -> np.ndarray:
         f = self.files
