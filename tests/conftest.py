@@ -1,4 +1,5 @@
-"""Shared test helpers: where ../shared is, a skip when it is absent, and loading a script of the repo."""
+"""Shared test helpers: where ../shared is, a skip when it is absent, loading a script of the repo, and our deploy
+exports of untrained policies (for sim2sim's contract and the stacks' runtimes)."""
 
 from __future__ import annotations
 
@@ -28,3 +29,39 @@ def load_script(relative: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+DEPLOY_PROFILES = ("beyondmimic", "beyondmimic_wose", "unitree")
+
+
+def export_deploy(folder: Path, trained: str, profile: str) -> Path:
+    """``folder/PROFILE/exported/policy.onnx``: the export for ``profile`` of an untrained actor that reads the
+    ``trained`` profile, on the short synthetic clip (its checkpoint ``folder/run_TRAINED.pt`` made once)."""
+    from bcg_deploy.export import ExportConfig, export_policy
+    from bcg_deploy.robots import load_robot
+    from bcg_deploy.training.checkpoint import save_checkpoint
+    from tests.export.conftest import make_profile_payload
+    from tests.synthetic import synthetic_motion
+
+    robot = load_robot()
+    ck = folder / f"run_{trained}.pt"
+    if not ck.exists():
+        save_checkpoint(ck, make_profile_payload(robot, synthetic_motion(robot, seconds=1.5), trained))
+    out = folder / profile / "exported" / "policy.onnx"
+    out.parent.mkdir(parents=True)
+    export_policy(ExportConfig(checkpoint=ck, output=out, profile=profile, parity_samples=64))
+    return out
+
+
+@pytest.fixture(scope="session")
+def deploy_exports(tmp_path_factory) -> dict[str, Path]:
+    """{profile: ONNX} of ``DEPLOY_PROFILES`` (``unitree`` from a beyondmimic_wose actor: the same terms), made
+    on one torch thread. Read only: copy one before changing it."""
+    import torch
+
+    d, n = tmp_path_factory.mktemp("deploy_exports"), torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return {p: export_deploy(d, "beyondmimic_wose" if p == "unitree" else p, p) for p in DEPLOY_PROFILES}
+    finally:
+        torch.set_num_threads(n)

@@ -5,8 +5,6 @@ equals the training observation module's (the policy saw in training what the st
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -20,37 +18,9 @@ from bcg_deploy.sim2sim.setup import Sim2SimConfig, prepare
 from .test_bad_inputs import run_cli
 
 
-def _export(folder: Path, trained: str, profile: str) -> Path:
-    from bcg_deploy.export import ExportConfig, export_policy
-    from bcg_deploy.training.checkpoint import save_checkpoint
-    from tests.export.conftest import make_profile_payload
-    from tests.synthetic import synthetic_motion
-
-    robot = load_robot()
-    ck = folder / f"run_{trained}.pt"
-    if not ck.exists():
-        save_checkpoint(ck, make_profile_payload(robot, synthetic_motion(robot, seconds=1.5), trained))
-    out = folder / profile / "exported" / "policy.onnx"
-    out.parent.mkdir(parents=True)
-    export_policy(ExportConfig(checkpoint=ck, output=out, profile=profile, parity_samples=64))
-    return out
-
-
-@pytest.fixture(scope="module")
-def exports(tmp_path_factory):
-    d = tmp_path_factory.mktemp("contract")
-    with _one_thread():
-        return {p: _export(d, "beyondmimic_wose" if p == "unitree" else p, p)
-                for p in ("beyondmimic", "beyondmimic_wose", "unitree")}  # fmt: skip
-
-
-class _one_thread:
-    def __enter__(self):
-        self.n = torch.get_num_threads()
-        torch.set_num_threads(1)
-
-    def __exit__(self, *a):
-        torch.set_num_threads(self.n)
+@pytest.fixture
+def exports(deploy_exports):
+    return deploy_exports
 
 
 @pytest.mark.parametrize("profile", ["beyondmimic", "beyondmimic_wose"])

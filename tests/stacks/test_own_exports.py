@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from bcg_deploy.motions.motion import Motion
-from bcg_deploy.robots import load_robot
 from bcg_deploy.sim2sim import Sim2SimConfig, prepare, run_sim2sim
 from bcg_deploy.sim2sim.obs_contract import ObsContract
 from bcg_deploy.sim2sim.reference import initial_state
@@ -21,30 +19,9 @@ from bcg_deploy.stacks.unitree_runtime import mjlab_frame
 from .test_runtimes import Recorder
 
 
-@pytest.fixture(scope="module")
-def exports(tmp_path_factory):
-    from bcg_deploy.export import ExportConfig, export_policy
-    from bcg_deploy.training.checkpoint import save_checkpoint
-    from tests.export.conftest import make_profile_payload
-    from tests.synthetic import synthetic_motion
-
-    robot, d = load_robot(), tmp_path_factory.mktemp("own")
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    out = {}
-    try:
-        for profile in ("beyondmimic", "beyondmimic_wose", "unitree"):
-            trained = "beyondmimic_wose" if profile == "unitree" else profile
-            ck = d / f"run_{trained}.pt"
-            if not ck.exists():
-                save_checkpoint(ck, make_profile_payload(robot, synthetic_motion(robot, seconds=1.5), trained))
-            path = d / profile / "exported" / "policy.onnx"
-            path.parent.mkdir(parents=True)
-            export_policy(ExportConfig(checkpoint=ck, output=path, profile=profile, parity_samples=32))
-            out[profile] = path
-    finally:
-        torch.set_num_threads(n)
-    return out
+@pytest.fixture
+def exports(deploy_exports):
+    return deploy_exports
 
 
 def _states(setup, k):
@@ -54,21 +31,28 @@ def _states(setup, k):
     return initial_state(one, setup.model.nq, setup.model.nv)
 
 
-@pytest.mark.parametrize("profile", ["beyondmimic", "beyondmimic_wose"])
-def test_beyondmimic_export_runs_as_motion_tracking_controller(exports, profile):
-    """The stack's observation equals the contract's at every step, with the contract fed the stack's previous
-    action; the first one is the policy's output on zeros (motion_tracking_controller src/MotionOnnxPolicy.cpp:
-    11-15), which a clean-contract replay would have left at 0."""
-    assert detect(exports[profile])[0] == "motion_tracking_controller" and verify(exports[profile]).ok
-    setup = prepare(exports[profile], Sim2SimConfig(runs=1))
+def _instrumented(path):
+    """sim2sim's set-up of ``path``, its policy, a recorder of the ONNX calls, the stack's runtime calling
+    through it, and the clean contract (``ObsContract``) on the same model and reference."""
+    setup = prepare(path, Sim2SimConfig(runs=1))
     pol = setup.policy
-    assert isinstance(pol, StackPolicy) and pol.stack == "motion_tracking_controller"
     rec = Recorder(pol.path)
     rt = pol.runtime(setup.model)
     rt.session = rec
     meta = pol.meta
     contract = ObsContract(pol.profile, setup.model, setup.reference, meta.joint_names, meta.body_names,
                            meta.default_joint_pos)  # fmt: skip
+    return setup, pol, rec, rt, contract
+
+
+@pytest.mark.parametrize("profile", ["beyondmimic", "beyondmimic_wose"])
+def test_beyondmimic_export_runs_as_motion_tracking_controller(exports, profile):
+    """The stack's observation equals the contract's at every step, with the contract fed the stack's previous
+    action; the first one is the policy's output on zeros (motion_tracking_controller src/MotionOnnxPolicy.cpp:
+    11-15), which a clean-contract replay would have left at 0."""
+    assert detect(exports[profile])[0] == "motion_tracking_controller" and verify(exports[profile]).ok
+    setup, pol, rec, rt, contract = _instrumented(exports[profile])
+    assert isinstance(pol, StackPolicy) and pol.stack == "motion_tracking_controller"
     zero_action = rec.session.run(["actions"], {"obs": np.zeros((1, pol.profile.obs_dim), np.float32),
                                                 "time_step": np.zeros((1, 1), np.float32)})[0][0]  # fmt: skip
     last = zero_action.astype(np.float64)
@@ -88,14 +72,7 @@ def test_unitree_export_runs_as_unitree_rl_mjlab(exports):
     contract's of frame k - 1 where it is not (include/State_Mimic.h:95-101)."""
     path = exports["unitree"]
     assert detect(path.parent.parent)[0] == "unitree_rl_mjlab" and verify(path.parent.parent).ok
-    setup = prepare(path, Sim2SimConfig(runs=1))
-    pol = setup.policy
-    rec = Recorder(pol.path)
-    rt = pol.runtime(setup.model)
-    rt.session = rec
-    meta = pol.meta
-    contract = ObsContract(pol.profile, setup.model, setup.reference, meta.joint_names, meta.body_names,
-                           meta.default_joint_pos)  # fmt: skip
+    setup, pol, rec, rt, contract = _instrumented(path)
     q0, _ = _states(setup, 0)
     contract.reset(q0)
     last = np.zeros(29)

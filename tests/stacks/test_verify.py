@@ -4,13 +4,13 @@ exactly one mismatch line naming what is wrong, and exit 1. The checks cite the 
 
 from __future__ import annotations
 
-import sys
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from bcg_deploy.stacks import detect, verify
+from tests.cli.util import bcgd_here
 
 from . import fixtures as fx
 
@@ -23,17 +23,7 @@ def _capsys(capsys):
 
 def cli(*args: str) -> SimpleNamespace:
     """``bcgd verify ARGS`` in this process (the command's main, its exit code and output)."""
-    from bcg_deploy.cli import main
-
-    _CAP.readouterr()
-    old, sys.argv = sys.argv, ["bcgd", "verify", *map(str, args)]
-    try:
-        with pytest.raises(SystemExit) as exc:
-            main()
-    finally:
-        sys.argv = old
-    out = _CAP.readouterr()
-    return SimpleNamespace(returncode=exc.value.code, stdout=out.out, stderr=out.err)
+    return bcgd_here("verify", *args, capsys=_CAP)
 
 
 def mismatches(out: str) -> list[str]:
