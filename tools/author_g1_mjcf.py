@@ -188,7 +188,9 @@ def _full_precision() -> Iterator[None]:
     try:
         setter = lib._mjPRIVATE__set_xml_precision
     except AttributeError:
-        raise SystemExit(f"MuJoCo {mujoco.__version__} has no _mjPRIVATE__set_xml_precision: cannot write exact MJCF")
+        raise SystemExit(
+            f"MuJoCo {mujoco.__version__} has no _mjPRIVATE__set_xml_precision: cannot write exact MJCF"
+        ) from None
     setter.argtypes = [ctypes.c_int]
     setter(17)
     try:

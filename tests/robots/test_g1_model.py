@@ -216,7 +216,8 @@ def test_body_primitives_collide_with_each_other_except_home_pose_overlaps(model
     """Self-collision is on for every collision primitive; the only excluded body pairs are those whose
     primitives overlap in the home pose, and in the home pose no two bodies touch."""
     assert all(model.geom_conaffinity[g] == 1 for g in range(model.ngeom) if model.geom_contype[g])
-    excluded = {tuple(sorted((model.body(b1).name, model.body(b2).name))) for b1, b2 in zip(*_excludes(model))}
+    pairs = zip(*_excludes(model), strict=True)
+    excluded = {tuple(sorted((model.body(b1).name, model.body(b2).name))) for b1, b2 in pairs}
     assert excluded == {
         ("left_elbow_link", "left_wrist_pitch_link"),
         ("left_hip_roll_link", "pelvis"),
