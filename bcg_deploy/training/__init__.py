@@ -9,9 +9,11 @@ From Python (what ``bcgd train`` does; ``run``'s docstring has the resume exampl
 
 Layout, by role:
 
-- ``config`` (``TrainConfig``), ``run`` (``plan_run``, ``train``), ``run_files`` (run folders, run.pt,
-  snapshots, resume points), ``runner`` (SHAC's ``Trainer``), ``ppo`` (PPO's trainer, rsl_rl), ``evaluate``,
-  ``checkpoint``, ``networks``, ``normalizer``, ``logger``, ``device``, ``rng``.
+- ``config`` (``TrainConfig``), ``config_checks`` (every value checked before a run), ``run`` (``plan_run``,
+  ``claim_run_folder``, ``train``), ``run_files`` (run folders, run.pt, snapshots, resume points),
+  ``progress`` (a run's header, progress and closing lines as text), ``runner`` (SHAC's ``Trainer``), ``ppo``
+  (PPO's trainer, rsl_rl), ``evaluate``, ``checkpoint``, ``networks``, ``normalizer``, ``logger``, ``device``,
+  ``rng``.
 - ``env/``: the imitation task (``ImitationEnv``, ADD reward, domain randomisation, start sampling, the
   simulator glue, rsl_rl's ``VecEnv`` adapter).
 - ``algorithms/``: SHAC and BCG.

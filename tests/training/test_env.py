@@ -132,14 +132,15 @@ def test_actor_noise_is_per_term_uniform(env):
     torch.manual_seed(0)
     noisy = env.noisy(obs.expand(400, -1))
     d = noisy - obs
-    n = env.obs_module.noise_vector.to(d.dtype)
+    scale = env.cfg.env.obs_noise_scale  # training's margin over the levels (1.5 by default)
+    n = env.obs_module.noise_vector.to(d.dtype) * scale
     assert (d.abs() <= n + 1e-12).all()
     sl = env.obs_module.term_slices()
     assert (d[:, sl["ref_body_rot"]] == 0).all()  # reference terms carry no sensor noise
     # METHOD.md section 6 levels reach the right terms (the spread fills most of U(-n, n))
     for term, level in (("root_rot", 0.05), ("root_lin_vel", 0.5), ("root_ang_vel", 0.2), ("body_rot", 0.01),
                         ("joint_vel", 0.5), ("key_pos", 0.01), ("ref_root_pos", 0.25)):  # fmt: skip
-        assert abs(float(d[:, sl[term]].abs().max()) - level) < 0.02 * level
+        assert abs(float(d[:, sl[term]].abs().max()) - scale * level) < 0.02 * scale * level
 
 
 class _BrokenSim:
@@ -217,8 +218,9 @@ def test_reset_start_frames_must_fit_the_clip(env):
 
 @pytest.mark.parametrize("adaptive", [False, True])
 def test_first_frame_share_starts_that_share_of_resets_at_frame_0(tiny_motion, adaptive):
-    """``env.first_frame_share``: 0 draws exactly what it drew before; 1 starts every reset at the first frame,
-    still perturbed by the reset noise; a share in between starts about that share there."""
+    """``env.first_frame_share``: the share is drawn after the phases, so an env it leaves alone keeps the phase
+    that share 0 gives it (and share 0 draws nothing more); 1 starts every reset at the first frame, still
+    perturbed by the reset noise; a share in between starts about that share there."""
 
     def frames(share: float, envs: int) -> tuple[torch.Tensor, torch.Tensor]:
         torch.manual_seed(0)
@@ -227,17 +229,14 @@ def test_first_frame_share_starts_that_share_of_resets_at_frame_0(tiny_motion, a
         e.reset()
         return e.frame.clone(), e.q.clone()
 
-    f0, q0 = frames(0.0, 64)
-    torch.manual_seed(0)
-    before = make_env(tiny_motion, "env.num_envs=64", f"env.adaptive_start={str(adaptive).lower()}")
-    before.reset()
-    assert f0.tolist() == before.frame.tolist()
-    torch.testing.assert_close(q0, before.q)
+    f0, _ = frames(0.0, 64)
+    assert int((f0 == 0).sum()) < 8  # share 0: frame 0 no likelier than any other of the clip's 58
     f1, q1 = frames(1.0, 8)
-    q_ref, _ = before.reference_state(torch.zeros(8, dtype=torch.long))
+    ref = make_env(tiny_motion, "env.num_envs=8")
+    q_ref, _ = ref.reference_state(torch.zeros(8, dtype=torch.long))
     assert f1.tolist() == [0] * 8 and 0 < (q1[:, 7:] - q_ref[:, 7:]).abs().max() <= 0.1 + 1e-12
     half, _ = frames(0.5, 64)
-    assert 16 <= int((half == 0).sum()) <= 48 and bool((half[f0 == 0] == 0).all())
+    assert 16 <= int((half == 0).sum()) <= 48 and bool(((half == 0) | (half == f0)).all())
 
 
 def test_first_frame_share_must_be_a_fraction(tiny_motion):
