@@ -120,10 +120,28 @@ class EnvCfg:
     more, so the random streams stay as they were."""
     action_rate_weight: float = -0.8
     """Weight of the action-rate penalty mean_j (a_t - a_{t-1})_j^2 (Decision: mean over joints)."""
+    self_collision_weight: float | None = None
+    """Weight of the self-penetration penalty, per metre of depth summed over the robot's collision pairs, per
+    control step (``training/env/self_collision.py``). None: ``SELF_COLLISION_WEIGHT`` for a deployable
+    profile, 0 for the paper profile (METHOD's reward, which the paper's results were measured with). The
+    training contact model has floor contact only; MuJoCo and the robot also collide the body with itself."""
     max_abs_qd: float = 100.0
     """An env whose |qd| exceeds this anywhere (m/s or rad/s) counts as exploded: reset, contributes 0."""
     max_abs_pos: float = 1000.0
     """An env whose |base position| exceeds this (m) counts as exploded."""
+
+
+SELF_COLLISION_WEIGHT = -20.0
+"""The deployable profiles' self-penetration weight: 2 cm of depth costs 0.4 per step, about a fifth of a
+well-tracking step's ADD reward, so the penalty steers gaits away from leg-leg contact without outweighing
+the reference where the clip itself brushes a hand past the hip."""
+
+
+def self_collision_weight(env: EnvCfg) -> float:
+    """The self-penetration weight a run trains with (``EnvCfg.self_collision_weight`` resolved)."""
+    if env.self_collision_weight is not None:
+        return env.self_collision_weight
+    return 0.0 if env.obs_profile == "paper" else SELF_COLLISION_WEIGHT
 
 
 @dataclass

@@ -43,6 +43,10 @@ def ge(lo: float) -> Bound:
     return Bound(lambda v: v >= lo, f">= {_num(lo)}")
 
 
+def le(hi: float) -> Bound:
+    return Bound(lambda v: v <= hi, f"<= {_num(hi)}")
+
+
 def within(lo: float, hi: float, left: str = "[", right: str = "]") -> Bound:
     def ok(v: float) -> bool:
         return (v >= lo if left == "[" else v > lo) and (v <= hi if right == "]" else v < hi)
@@ -73,6 +77,7 @@ BOUNDS: dict[str, Bound] = {
     "env.first_frame_share": FRACTION,
     "env.max_abs_qd": POSITIVE,
     "env.max_abs_pos": POSITIVE,
+    "env.self_collision_weight": le(0),
     "domain_rand.friction": NON_NEGATIVE,
     "domain_rand.link_mass_scale": POSITIVE,
     "domain_rand.link_com_offset": NON_NEGATIVE,

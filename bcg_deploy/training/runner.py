@@ -362,6 +362,7 @@ class Trainer:
             "reward": st["reward"],
             "reward_add": st["reward_add"],
             "reward_action_rate": st["reward_action_rate"],
+            "reward_self_collision": st["reward_self_collision"],
             "tracking_error_cm": st["tracking_error_cm"],
             **episode_metrics(st, self.episode_len, self.episode_return),
             "action_std": host["action_std"],
@@ -402,6 +403,7 @@ class Trainer:
                 sum_t,
                 torch.stack(st["reward_add"]).double().sum(),
                 torch.stack(st["reward_action_rate"]).double().sum(),
+                torch.stack(st["reward_self_collision"]).double().sum(),
                 torch.where(finite, track, torch.zeros_like(track)).sum(),
                 finite.sum().double(),
                 torch.stack(st["foot_force"]).double().amax() if st["foot_force"] else torch.full_like(sum_t, -1.0),
@@ -438,19 +440,20 @@ class Trainer:
             "start_failures": win["start_failures"],
         }
         parts = self.world.all_gather_object(local)
-        tot = [sum(p["sums"][i] for p in parts) for i in range(5)]
+        tot = [sum(p["sums"][i] for p in parts) for i in range(6)]
         n = sum(p["count"] for p in parts)
         trans: dict = {}
         for p in parts:
             for k, v in p["transition"].items():
                 trans[k] = trans.get(k, 0) + v
-        force = max(p["sums"][5] for p in parts)
+        force = max(p["sums"][6] for p in parts)
         self._stop.agree(any(p["stop"] for p in parts))  # not `requested`: one noted since it went out stays
         return {
             "reward": tot[0] / n,
             "reward_add": tot[1] / n,
             "reward_action_rate": tot[2] / n,
-            "tracking_error_cm": tot[3] / tot[4] * 100.0 if tot[4] > 0 else math.nan,
+            "reward_self_collision": tot[3] / n,
+            "tracking_error_cm": tot[4] / tot[5] * 100.0 if tot[5] > 0 else math.nan,
             "foot_force_max": force if st["foot_force"] else None,
             **{k: sum(p["counts"][i] for p in parts) for i, k in enumerate(EVENTS)},
             "episodes_done": sum(p["episodes"] for p in parts),

@@ -264,7 +264,8 @@ class SHAC(nn.Module):
         keys = ("obs", "obs_norm", "rew", "raw", "obs_next_norm", "terminated", "done", "delta", "valid", "cobs")
         bufs: dict[str, list] = {k: [] for k in keys}
         acc: dict[str, list] = {k: [] for k in ("diverged", "fell", "strayed", "timeout", "ep_len", "ep_ret")}
-        stats = {"tracking_error": [], "reward_add": [], "reward_action_rate": [], "foot_force": [], "transition": {}}
+        stats: dict = {k: [] for k in ("tracking_error", "reward_add", "reward_action_rate", "foot_force")}
+        stats |= {"reward_self_collision": [], "transition": {}}
         act_dim = self.actor.act_dim
         for t in range(n):
             obs_n = self.normalize_critic(obs if cobs is None else cobs)
@@ -299,6 +300,7 @@ class SHAC(nn.Module):
             stats["tracking_error"].append(info["tracking_error"])
             stats["reward_add"].append(info["reward_add"])
             stats["reward_action_rate"].append(info["reward_action_rate"])
+            stats["reward_self_collision"].append(info["reward_self_collision"])
             if info.get("foot_force") is not None:
                 stats["foot_force"].append(info["foot_force"])
             for k, v in (info.get("transition") or {}).items():  # transition counters (BCG), summed

@@ -4,7 +4,7 @@ One ``ImitationEnv`` holds E envs: the raw state (q [E, 36], qd [E, 35], MuJoCo 
 reference clip, the per-env phase (frame index), randomised parameters, and the ``transition`` that
 advances one control step. ``step(action)`` maps the policy's tanh action [E, 29] to PD targets
 (``q_target = default + offset + action_scale * a``), advances the state through ``transition``
-(differentiable), computes the ADD reward + action-rate penalty, detects falls (root below 0.3 m),
+(differentiable), computes the ADD reward + action-rate and self-penetration penalties, detects falls (root below 0.3 m),
 time-outs (clip end) and non-finite / exploding envs, and resets finished envs at a random phase
 (reference state initialisation). Gradients flow from the reward and observations back through the
 transition into earlier actions; reset rows are constants.
@@ -38,9 +38,10 @@ from bcg_deploy.motions.motion import Motion
 from bcg_deploy.observations.profile import PrivilegedObservation, make_observation
 from bcg_deploy.robots import RobotSpec
 from bcg_deploy.rotations.quat_torch import axis_angle_quat, quat_mul, quat_normalize, quat_to_mat
-from bcg_deploy.training.config import TrainConfig
+from bcg_deploy.training.config import TrainConfig, self_collision_weight
 from bcg_deploy.training.env import domain_rand as dr
 from bcg_deploy.training.env.add import ADD, action_rate_penalty, add_features, feature_dim
+from bcg_deploy.training.env.self_collision import SelfCollision
 from bcg_deploy.training.env.simulator import apply_params_to_sim, make_simulator
 from bcg_deploy.training.env.start_sampling import StartSampler
 from bcg_deploy.training.rng import Draw, EnvRandom
@@ -192,6 +193,10 @@ class ImitationEnv:
         self.joint_lo, self.joint_hi = t(robot.joint_range[:, 0]), t(robot.joint_range[:, 1])
         self._eye3 = torch.eye(3, dtype=self.dtype, device=self.device)
         self._load_reference(motion)
+        self.self_collision_weight = self_collision_weight(cfg.env)
+        self.self_collision: SelfCollision | None = None
+        if self.self_collision_weight != 0.0:
+            self.self_collision = SelfCollision(robot.load_model(scene=False), self.dtype).to(self.device)
         self.feature_dim = feature_dim(self.num_bodies, len(robot.key_bodies), robot.num_joints)
         self.add = add
         if sim is None:
@@ -446,7 +451,10 @@ class ImitationEnv:
         delta = self.ref_features[self.frame] - feat
         r_add = self.add.reward(delta) if self.add is not None else torch.zeros(E, dtype=self.dtype, device=self.device)
         r_rate = action_rate_penalty(action, self.last_action, cfg.env.action_rate_weight)
-        reward = torch.where(bad, torch.zeros_like(r_add), r_add + r_rate)
+        r_self = torch.zeros_like(r_rate)
+        if self.self_collision is not None:
+            r_self = self.self_collision_weight * self.self_collision(transforms).sum(dim=-1)
+        reward = torch.where(bad, torch.zeros_like(r_add), r_add + r_rate + r_self)
         fell = q_next[:, 2] < cfg.env.fall_height
         with torch.no_grad():
             err = (body_pos - self.ref_body_pos[self.frame]).norm(dim=-1).mean(dim=-1)
@@ -467,6 +475,7 @@ class ImitationEnv:
                 "tracking_error": torch.where(bad, torch.full_like(err, float("nan")), err),
                 "reward_add": r_add.detach(),
                 "reward_action_rate": r_rate.detach(),
+                "reward_self_collision": r_self.detach(),
                 "fell": fell & ~bad,
                 "strayed": strayed,
                 "diverged": bad,
