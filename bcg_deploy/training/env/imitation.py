@@ -4,8 +4,8 @@ One ``ImitationEnv`` holds E envs: the raw state (q [E, 36], qd [E, 35], MuJoCo 
 reference clip, the per-env phase (frame index), randomised parameters, and the ``transition`` that
 advances one control step. ``step(action)`` maps the policy's tanh action [E, 29] to PD targets
 (``q_target = default + offset + action_scale * a``), advances the state through ``transition``
-(differentiable), computes the ADD reward + action-rate and self-penetration penalties, detects falls (root below 0.3 m),
-time-outs (clip end) and non-finite / exploding envs, and resets finished envs at a random phase
+(differentiable), computes the ADD reward + action-rate and self-penetration penalties, detects falls
+(root below 0.3 m), time-outs (clip end) and non-finite / exploding envs, and resets finished envs at a random phase
 (reference state initialisation). Gradients flow from the reward and observations back through the
 transition into earlier actions; reset rows are constants.
 
