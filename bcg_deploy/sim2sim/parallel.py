@@ -124,7 +124,8 @@ def run_all(
             args = (None if onnx_path is None else str(onnx_path), cfg, q)
             pool = ProcessPoolExecutor(max_workers=jobs - 1, mp_context=ctx, initializer=_init_worker, initargs=args)
             futures = {pool.submit(_work, r): r for r in remote}
-        for r in first or ([] if remote else range(cfg.runs)):
+        local = [r for r in range(cfg.runs) if r not in first] if not remote else []
+        for r in first + local:  # run 0 first with a hook; every run here when no worker takes any
             here(r)
         for f in sorted(futures, key=futures.get, reverse=True):  # steal what no worker has started
             if f.cancel():

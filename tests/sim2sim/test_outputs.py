@@ -133,3 +133,17 @@ def test_fall_starts_names_how_the_falling_runs_started():
     assert Report.build({}, [run(0, False, [0.01, 0.0, 0.0])]).fall_starts() is None
     assert Report.build({}, [run(0, True, None), run(1, False, None)]).fall_starts() is None  # --no-init-noise
     assert Report.build({}, [run(0, True, [0.01, 0.0, 0.0]), run(1, True, [0.0, 0.02, 0.0])]).fall_starts() is None
+
+
+def test_a_step_hook_sees_run_0_and_every_run_is_simulated_without_workers():
+    """``--video`` / ``--viewer`` with several runs on one core: the hook watches run 0 and the others still run."""
+    from bcg_deploy.sim2sim.parallel import run_all
+
+    m = load_robot().load_model()
+    q = np.tile(m.key_qpos[0], (6, 1))
+    ref = reference_from_states(m, q, np.zeros((6, m.nv)), 50.0)
+    cfg = Sim2SimConfig(runs=3, replay=True, jobs=1)
+    seen: set[int] = set()
+    results = run_all(setup_from_reference(ref, cfg), None, cfg, local_hook=lambda run, k, m, d: seen.add(run))
+    assert seen == {0}
+    assert len(results) == 3 and all(r is not None for r in results)
