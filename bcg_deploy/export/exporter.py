@@ -266,14 +266,8 @@ def export_policy(cfg: ExportConfig) -> ExportResult:
     run_path = str(Path(cfg.checkpoint).resolve())
     meta = build_metadata(ckpt, robot, signature, parity, OPSET, run_path)
     del model.metadata_props[:]
-    for k, v in meta.items():
-        model.metadata_props.add(key=k, value=v)
-    model.doc_string = f"bcg-deploy policy ({signature} inputs) for {robot.name}, motion {ckpt['motion'].get('name')}"
-    onnx.checker.check_model(model, full_check=True)
-    data = seal(model)
-    meta[HASH_KEY] = model.metadata_props[-1].value
-    _self_check(data, sess, input_names(signature), chunks[0])
-    atomic_write_bytes(out, data, "the policy", cfg.overwrite)
+    doc = f"bcg-deploy policy ({signature} inputs) for {robot.name}, motion {ckpt['motion'].get('name')}"
+    data = _write_policy(model, meta, doc, sess, input_names(signature), chunks[0], out, cfg.overwrite)
     return ExportResult(
         path=out,
         signature=signature,
@@ -285,6 +279,20 @@ def export_policy(cfg: ExportConfig) -> ExportResult:
         sources=states.sources,
         obs_dtype=_DTYPE_NAMES[obs_dtype],
     )
+
+
+def _write_policy(model, meta: dict, doc: str, sess, inputs, feeds, out: Path, overwrite: bool) -> bytes:  # noqa: ANN001
+    """Attach ``meta`` and ``doc`` to ``model``, check it, seal it with its content hash (added to ``meta``),
+    run the sealed bytes once against ``sess`` on ``feeds`` and write them to ``out``; returns the bytes."""
+    for k, v in meta.items():
+        model.metadata_props.add(key=k, value=v)
+    model.doc_string = doc
+    onnx.checker.check_model(model, full_check=True)
+    data = seal(model)
+    meta[HASH_KEY] = model.metadata_props[-1].value
+    _self_check(data, sess, inputs, feeds)
+    atomic_write_bytes(out, data, "the policy", overwrite)
+    return data
 
 
 def _export_deploy(cfg: ExportConfig, ckpt: dict, robot: RobotSpec, profile, out: Path) -> ExportResult:
@@ -322,14 +330,8 @@ def _export_deploy(cfg: ExportConfig, ckpt: dict, robot: RobotSpec, profile, out
             f"(output {worst[0]}) > {cfg.parity_tol:g} on {parity['num_inputs']} inputs; {out} not written"
         )
     meta = describe(ckpt, robot, profile, parity, consumer.opset, str(Path(cfg.checkpoint).resolve()))
-    for k, v in meta.items():
-        model.metadata_props.add(key=k, value=v)
-    model.doc_string = f"bcg-deploy policy ({profile.name} profile, {consumer.stack}) for {robot.name}"
-    onnx.checker.check_model(model, full_check=True)
-    data = seal(model)
-    meta[HASH_KEY] = model.metadata_props[-1].value
-    _self_check(data, sess, consumer.inputs, chunks[0])
-    atomic_write_bytes(out, data, "the policy", cfg.overwrite)
+    doc = f"bcg-deploy policy ({profile.name} profile, {consumer.stack}) for {robot.name}"
+    data = _write_policy(model, meta, doc, sess, consumer.inputs, chunks[0], out, cfg.overwrite)
     if side:
         control_dt = timing(ckpt["config"], float(ckpt["motion_arrays"]["fps"]))["control_dt"]
         what = {path: key.replace("_", " ") for key, path in side.items()}
