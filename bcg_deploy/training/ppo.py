@@ -200,8 +200,8 @@ class PPOTrainer:
         if cfg.domain_rand.enabled and missing:
             self._event("domain_rand", f"not applied (the simulator rejected them): {', '.join(missing)}")
 
-    def _event(self, kind: str, message: str) -> None:
-        e = {"iteration": self.iteration, "event": kind, "message": message}
+    def _event(self, kind: str, message: str, **extra: Any) -> None:
+        e = {"iteration": self.iteration, "event": kind, "message": message, **extra}
         self.events.append(e)
         self.logger.event(self.iteration, kind, message)
         if self.on_event is not None:
@@ -310,6 +310,8 @@ class PPOTrainer:
 
     run = Trainer.run
     """Iterate to ``runner.iterations`` (or ``stop_at``), saving every ``save_every``; ``runner.Trainer.run``."""
+    _keep = Trainer._keep  # what Trainer.run calls: snapshots, and the save on a stop request
+    _interrupted = Trainer._interrupted
 
 
 def _write_config(run_dir: Path, cfg: TrainConfig) -> None:

@@ -4,6 +4,7 @@ layout, and a tiny run that ``bcgd export`` and ``bcgd sim2sim`` read unchanged.
 from __future__ import annotations
 
 import json
+import signal
 
 import pytest
 import torch
@@ -141,3 +142,25 @@ def test_cli_trains_ppo(tmp_path, obs):
         == ck["actor"]["body.0.weight"].shape[1]
         == sum(t["size"] for t in ck["observation"])
     )
+
+
+def test_ppo_keeps_snapshots_and_saves_when_interrupted(tiny_motion, tmp_path, monkeypatch):
+    """``runner.keep_every`` (on by default) and a stop request go through the shared run loop for PPO too."""
+    from bcg_deploy.training.ppo import PPOTrainer
+
+    keep = ("runner.iterations=3", "runner.keep_every=1", "runner.tensorboard=false")
+    cfg = ppo_cfg(f"runner.out_dir={tmp_path}", *keep)
+    trainer = PPOTrainer(cfg, motion=tiny_motion)
+    step = trainer.step
+
+    def step_then_stop():
+        out = step()
+        if trainer.iteration == 2:
+            trainer._stop.note(signal.SIGINT)
+        return out
+
+    monkeypatch.setattr(trainer, "step", step_then_stop)
+    result = trainer.run()
+    assert result.iteration == 2 and result.checkpoint == tmp_path / "run.pt"
+    assert [e["event"] for e in result.events if e["event"] == "interrupted"] == ["interrupted"]
+    assert sorted(p.name for p in (tmp_path / "snapshots").iterdir()) == ["run_000001.pt"]
