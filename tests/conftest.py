@@ -1,9 +1,15 @@
-"""Shared test helpers: where ../shared is, a skip when it is absent, loading a script of the repo, and our deploy
-exports of untrained policies (for sim2sim's contract and the stacks' runtimes)."""
+"""Shared test helpers: where ../shared is, a skip when it is absent, loading a script of the repo, a child process
+whose writes fail for real, and our deploy exports of untrained policies (for sim2sim's contract and the stacks'
+runtimes)."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import resource
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -29,6 +35,26 @@ def load_script(relative: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def child_env() -> dict[str, str]:
+    """This process's environment for a child running this checkout's code outside any torch.distributed launch."""
+    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "BCGD_RUN_DIR_HELD")}
+    env["PYTHONPATH"] = str(REPO)
+    return env
+
+
+def run_under_size_limit(args: list[str], limit: int, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python ARGS`` (this checkout's code, outside any torch.distributed launch) in a child whose files may not
+    grow past ``limit`` bytes (RLIMIT_FSIZE, SIGXFSZ ignored): the kernel fails the write with EFBIG, as it fails
+    one with ENOSPC on a full disk, so the write errors the tests see are real ones."""
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of killing the child
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=child_env(), preexec_fn=limited,
+                          timeout=timeout)  # fmt: skip
 
 
 DEPLOY_PROFILES = ("beyondmimic", "beyondmimic_wose", "unitree")

@@ -7,16 +7,13 @@ from __future__ import annotations
 import os
 import socket
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.fileio import atomic_write_bytes
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.conftest import run_under_size_limit
 
 
 def _fifo(path: Path) -> Path:
@@ -122,15 +119,11 @@ def test_no_overwrite_holds_against_a_file_that_appears_during_the_write(tmp_pat
 
 
 _EFBIG_CHILD = r"""
-import resource, signal, sys
-from pathlib import Path
-signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write then fails with EFBIG instead of killing us
-limit = int(sys.argv[2])
-resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+import sys
 from bcg_deploy.errors import BcgdError
 from bcg_deploy.fileio import atomic_write_bytes
 try:
-    atomic_write_bytes(sys.argv[1], b"x" * (4 * limit))
+    atomic_write_bytes(sys.argv[1], b"x" * (4 * int(sys.argv[2])))
 except BcgdError as exc:
     print(exc)
     sys.exit(2)
@@ -141,9 +134,7 @@ def test_a_failed_write_keeps_the_earlier_file_and_leaves_no_temporary(tmp_path)
     """A real write error: the child's file-size limit (RLIMIT_FSIZE) makes write() fail with EFBIG."""
     path = tmp_path / "out.bin"
     path.write_bytes(b"earlier good content")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-c", _EFBIG_CHILD, str(path), "65536"], capture_output=True, text=True,
-                          env=env, timeout=60)  # fmt: skip
+    proc = run_under_size_limit(["-c", _EFBIG_CHILD, str(path), "65536"], 65536)
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout.strip() == f"cannot write {path}: File too large", proc.stdout
     assert path.read_bytes() == b"earlier good content"

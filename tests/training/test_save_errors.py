@@ -8,33 +8,16 @@ ignored), so the kernel fails the write with EFBIG, as it fails one with ENOSPC 
 from __future__ import annotations
 
 import hashlib
-import os
-import resource
-import signal
 import subprocess
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.conftest import child_env, run_under_size_limit
+
 TINY = [
     "--envs", "8", "--horizon", "2", "--nproc", "1", "--set", "shac.actor_hidden=32,32",
     "--set", "shac.critic_hidden=32", "--set", "add.hidden=32", "--set", "shac.critic_iterations=1",
     "--set", "add.replay_size=256",
 ]  # fmt: skip
-
-
-def _limited(limit: int):  # noqa: ANN202 - a preexec_fn
-    def apply() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of killing the process
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-    return apply
-
-
-def _env() -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "BCGD_RUN_DIR_HELD")}
-    env["PYTHONPATH"] = str(REPO)
-    return env
 
 
 _SAVE = r"""
@@ -53,8 +36,7 @@ except BcgdError as exc:
 def test_save_checkpoint_under_a_size_limit_keeps_the_previous_file(tmp_path):
     run_pt = tmp_path / "run.pt"
     run_pt.write_bytes(b"the previous good checkpoint")
-    proc = subprocess.run([sys.executable, "-c", _SAVE, str(run_pt)], capture_output=True, text=True, env=_env(),
-                          preexec_fn=_limited(1 << 20), timeout=120)  # fmt: skip
+    proc = run_under_size_limit(["-c", _SAVE, str(run_pt)], 1 << 20)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert proc.stdout.strip() == f"cannot write checkpoint {run_pt}: File too large; the previous {run_pt} is intact"
     assert run_pt.read_bytes() == b"the previous good checkpoint"
@@ -63,14 +45,13 @@ def test_save_checkpoint_under_a_size_limit_keeps_the_previous_file(tmp_path):
 
 def test_training_that_cannot_save_stops_with_one_line_and_run_pt_intact(tmp_path):
     run = tmp_path / "run"
-    first = subprocess.run([sys.executable, "-m", "bcg_deploy.cli", "train", "dance", "--iterations", "1", *TINY,
-                            "--out", str(run)], capture_output=True, text=True, env=_env(), timeout=600)  # fmt: skip
+    cmd = [sys.executable, "-m", "bcg_deploy.cli", "train", "dance", "--iterations", "1", *TINY, "--out", str(run)]
+    first = subprocess.run(cmd, capture_output=True, text=True, env=child_env(), timeout=600)
     assert first.returncode == 0, first.stderr[-2000:]
     good = hashlib.sha256((run / "run.pt").read_bytes()).hexdigest()
     limit = (run / "run.pt").stat().st_size // 2  # config, logs and events fit; the next checkpoint does not
-    proc = subprocess.run([sys.executable, "-m", "bcg_deploy.cli", "train", "--resume", str(run / "run.pt"),
-                           "--iterations", "2", "--nproc", "1"], capture_output=True, text=True, env=_env(),
-                          preexec_fn=_limited(limit), timeout=600)  # fmt: skip
+    proc = run_under_size_limit(["-m", "bcg_deploy.cli", "train", "--resume", str(run / "run.pt"), "--iterations", "2",
+                                 "--nproc", "1"], limit, timeout=600)  # fmt: skip
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-3000:]
     errors = [line for line in proc.stderr.splitlines() if line.strip()]
@@ -96,7 +77,6 @@ except BcgdError as exc:
 
 
 def test_a_metrics_log_that_cannot_grow_stops_with_one_line(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", _LOG, str(tmp_path)], capture_output=True, text=True, env=_env(),
-                          preexec_fn=_limited(4096), timeout=120)  # fmt: skip
+    proc = run_under_size_limit(["-c", _LOG, str(tmp_path)], 4096)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert proc.stdout.strip() == f"cannot write {tmp_path / 'metrics.jsonl'}: File too large"
