@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from bcg_deploy.training.parallel.distributed import SAME_REQUEST_S
+from tests.conftest import child_env
 
-ROOT = Path(__file__).resolve().parents[2]
 TINY = [
     "--envs", "16", "--horizon", "2", "--save-every", "2", "--set", "runner.tensorboard=false",
     "--set", "shac.actor_hidden=32,32", "--set", "shac.critic_hidden=32", "--set", "add.hidden=32",
@@ -25,9 +25,7 @@ TINY = [
 
 
 def _cli(args: list[str], **kw) -> subprocess.Popen:  # noqa: ANN003
-    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
-    env["PYTHONPATH"] = str(ROOT)
-    return subprocess.Popen([sys.executable, "-m", "bcg_deploy.cli", *args], env=env, text=True, **kw)
+    return subprocess.Popen([sys.executable, "-m", "bcg_deploy.cli", *args], env=child_env(), text=True, **kw)
 
 
 def _children(pid: int) -> list[int]:
